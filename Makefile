@@ -1,0 +1,90 @@
+# speclab: the front door. make | make test | make bench | make demo | make clean | make deps
+# Knobs: CC=..., DEBUG=1 (no optimisation, -g), SANITIZE=1 (address + undefined behaviour).
+
+CC ?= cc
+BUILD ?= build
+
+DEB_PKGS = build-essential pkg-config libgsl-dev libopenblas-dev libhdf5-dev libcriterion-dev \
+           libjson-c-dev gnuplot-nox python3 python3-numpy python3-scipy python3-h5py
+
+PKGS = gsl openblas hdf5 json-c
+# pkg-config is asked lazily so that `make deps` works before the packages exist.
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null | sed 's/-lgslcblas//')
+
+SRC_DIRS = sim analysis models plots notebooks_export data
+INC = $(addprefix -I,$(SRC_DIRS)) -Isim/cli
+
+OPT = -O2 -march=x86-64-v3
+ifeq ($(DEBUG),1)
+OPT = -O0 -g -march=x86-64-v3
+endif
+ifeq ($(SANITIZE),1)
+OPT += -g -fsanitize=address,undefined -fno-omit-frame-pointer
+LDSAN = -fsanitize=address,undefined
+endif
+
+CFLAGS ?=
+CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp $(OPT) $(INC) $(PKG_CFLAGS)
+LDLIBS = $(PKG_LIBS) -lgomp -lpthread -lm
+LDFLAGS += -fopenmp $(LDSAN)
+
+LIB_SRC = $(sort $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
+CLI_SRC = $(sort $(wildcard sim/cli/*.c))
+TEST_SRC = $(sort $(wildcard tests/test_*.c))
+BENCH_SRC = $(sort $(wildcard tests/bench/*.c))
+
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ = $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
+BENCH_BIN = $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
+
+LIB = $(BUILD)/libspeclab.a
+BIN = $(BUILD)/speclab
+TEST_BIN = $(BUILD)/test_speclab
+
+.PHONY: all deps test bench demo clean
+all: $(BIN)
+
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing" $$missing; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	fi
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# --whole-archive keeps every subcommand's weak-referenced entry point in the binary.
+$(BIN): $(CLI_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) -Wl,--whole-archive $(LIB) -Wl,--no-whole-archive $(LDLIBS)
+
+$(TEST_BIN): $(TEST_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIB) -lcriterion $(LDLIBS)
+
+$(BUILD)/bench/%: tests/bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+test: deps
+	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN)
+	@SPECLAB=$(BIN) TEST_BIN=$(TEST_BIN) bash tests/run_all.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory $(BIN) $(BENCH_BIN)
+	@SPECLAB=$(BIN) BUILD=$(BUILD) bash tests/bench/run_all.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory $(BIN)
+	@SPECLAB=$(BIN) bash sim/demo.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

@@ -1,0 +1,83 @@
+/*
+ * sl_common.h: errors, random streams and small helpers shared by every speclab module.
+ *
+ * Errors: library functions return an int status (SL_OK, SL_EFAIL, SL_EINPUT) and record a
+ * one-line message with sl_fail(); only main() prints it and exits. The status values are the
+ * CLI exit codes: 1 = failure, 2 = bad usage or bad input.
+ *
+ * Randomness: every random choice draws from a generator derived from (global seed, stream,
+ * item index), never from a thread or rank id, so results do not depend on how work is split.
+ */
+#ifndef SL_COMMON_H
+#define SL_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <gsl/gsl_rng.h>
+
+#define SL_VERSION "0.1.0"
+
+enum {
+    SL_OK = 0,
+    SL_EFAIL = 1,  /* internal failure: out of memory, I/O error mid-write, numerical breakdown */
+    SL_EINPUT = 2, /* bad input or usage: a value, file, shape or path the caller must fix */
+};
+
+/* Records "message" (printf-style) with the source location and returns code. */
+int sl_error_at(int code, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define sl_fail(code, ...) sl_error_at((code), __FILE__, __LINE__, __VA_ARGS__)
+
+const char *sl_errmsg(void);   /* last recorded message ("" if none); thread-local */
+const char *sl_errwhere(void); /* "file:line" of the last recorded error */
+void sl_err_clear(void);
+
+/* Allocation that records SL_EFAIL on failure; returns NULL then. */
+void *sl_malloc(size_t bytes);
+void *sl_calloc(size_t n, size_t size);
+
+/* ---- random streams ---- */
+
+/* Stream ids: separate generators for the separate kinds of random choice. */
+enum sl_stream {
+    SL_STREAM_DRAFT = 1,    /* draft token sampling x_i ~ q_i */
+    SL_STREAM_ACCEPT = 2,   /* accept draws r_i ~ U(0,1) */
+    SL_STREAM_RESAMPLE = 3, /* residual and bonus sampling */
+    SL_STREAM_TARGET = 4,   /* plain target sampling (baselines, sampler-match) */
+    SL_STREAM_FAMILY = 5,   /* synthetic (p, q) families */
+    SL_STREAM_BOOT = 6,     /* bootstrap resampling */
+    SL_STREAM_DATA = 7,     /* data shuffling, initialisation, prompts */
+};
+
+/* A 64-bit seed mixed from (seed, stream, item) with splitmix64; distinct inputs give
+ * statistically independent seeds. */
+uint64_t sl_seed_derive(uint64_t seed, uint64_t stream, uint64_t item);
+
+/* xoshiro256** as a GSL generator type: full 64-bit seeds, cheap to reseed per item. */
+extern const gsl_rng_type *sl_rng_xoshiro;
+
+/* Allocates a generator seeded with sl_seed_derive(seed, stream, item). */
+gsl_rng *sl_rng_alloc(uint64_t seed, uint64_t stream, uint64_t item);
+void sl_rng_reseed(gsl_rng *r, uint64_t seed, uint64_t stream, uint64_t item);
+/* Uniform double in [0, 1) with 53 random bits. */
+double sl_rng_uniform53(gsl_rng *r);
+
+/* ---- small numerics ---- */
+int sl_isfinite(double x);
+
+/* Monotonic wall clock in seconds. */
+double sl_now_s(void);
+
+/* Writes to a temporary file beside path and renames it into place on close, so a crash or
+ * kill never leaves a half-written file and never destroys the earlier version. */
+typedef struct {
+    FILE *f;
+    char *path;     /* final path */
+    char *tmp_path; /* path.tmp.PID */
+} sl_atomic_file;
+int sl_atomic_open(sl_atomic_file *af, const char *path);
+int sl_atomic_commit(sl_atomic_file *af); /* fflush + fsync + rename; closes */
+void sl_atomic_abort(sl_atomic_file *af); /* closes and removes the temporary file */
+
+#endif
