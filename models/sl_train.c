@@ -10,6 +10,7 @@
 #include <cblas.h>
 #include <json-c/json.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,9 +177,9 @@ static void act_sizes(const sl_train_config *c, int B, int T, size_t *s)
     s[k++] = BT;                  /* losses */
 }
 
-/* Gradient buffers skip what the backward pass never reads: attention weights (recomputed per row
- * from att), the LayerNorm statistics and the per-position losses. */
-static const int grad_act_unused[SL_TRAIN_N_ACTS] = {[2] = 1, [3] = 1, [6] = 1, [10] = 1, [11] = 1,
+/* Gradient buffers skip what the backward pass never uses: the LayerNorm statistics and the
+ * per-position losses. (The att slot is the attention backward's scratch.) */
+static const int grad_act_unused[SL_TRAIN_N_ACTS] = {[2] = 1, [3] = 1, [10] = 1, [11] = 1,
                                                      [17] = 1, [18] = 1, [20] = 1};
 
 static float *acts_alloc(const sl_train_config *c, int B, int T, sl_train_acts *a, int grads)
@@ -211,6 +212,8 @@ sl_train_model *sl_train_model_alloc(const sl_train_config *cfg, int B, int T, i
     }
     sl_train_model *m = sl_calloc(1, sizeof *m);
     if (!m) return NULL;
+    /* OpenBLAS runs single-threaded inside our OpenMP loops (see gemm_rows). */
+    openblas_set_num_threads(1);
     m->cfg = *cfg;
     m->B = B;
     m->T = T;
@@ -376,6 +379,24 @@ static void layernorm_backward(float *dinp, float *dw, float *db, const float *d
     }
 }
 
+/* C (M, N) = op(A) op(B) + beta C in blocks of GEMM_ROWS rows of C, each block one single-threaded
+ * sgemm, the blocks shared among OpenMP threads. The blocks are fixed, not one per thread, because
+ * OpenBLAS's result for an element depends on how the rows are cut (its micro-kernels sum in a
+ * different order at block edges): fixed blocks make the result independent of the thread count.
+ * With OpenBLAS's own threads off, its workers also do not spin against ours on a small machine. */
+#define GEMM_ROWS 128
+static void gemm_rows(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                      int ldb, float beta, float *C, int ldc)
+{
+    int nblocks = (M + GEMM_ROWS - 1) / GEMM_ROWS;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < nblocks; blk++) {
+        int m0 = blk * GEMM_ROWS, m1 = m0 + GEMM_ROWS < M ? m0 + GEMM_ROWS : M;
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m1 - m0, N, K,
+                    alpha, ta ? A + m0 : A + (size_t)m0 * lda, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc);
+    }
+}
+
 /* out (N, OC) = inp (N, IC) · W^T (W is (OC, IC)) + bias. */
 static void matmul_forward(float *out, const float *inp, const float *W, const float *bias, int N, int IC, int OC)
 {
@@ -383,16 +404,15 @@ static void matmul_forward(float *out, const float *inp, const float *W, const f
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, inp, IC, W, IC, bias ? 1.0f : 0.0f,
-                out, OC);
+    gemm_rows(0, 1, N, OC, IC, 1.0f, inp, IC, W, IC, bias ? 1.0f : 0.0f, out, OC);
 }
 
 /* dinp (N, IC) += dout · W;  dW (OC, IC) += dout^T · inp;  dbias (OC) += column sums of dout. */
 static void matmul_backward(float *dinp, float *dW, float *dbias, const float *dout, const float *inp,
                             const float *W, int N, int IC, int OC)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, W, IC, 1.0f, dinp, IC);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dW, IC);
+    gemm_rows(0, 0, N, IC, OC, 1.0f, dout, OC, W, IC, 1.0f, dinp, IC);
+    gemm_rows(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dW, IC);
     if (dbias) {
 #pragma omp parallel for schedule(static)
         for (int o0 = 0; o0 < OC; o0 += 16) {
@@ -407,26 +427,24 @@ static void matmul_backward(float *dinp, float *dW, float *dbias, const float *d
     }
 }
 
-/* inp (B, T, 3C) holds q, k, v; out (B, T, C); att (B, NH, T, T). */
+/* inp (B, T, 3C) holds q, k, v; out (B, T, C); att (B, NH, T, T). One (b, h) per iteration with
+ * two single-threaded sgemms: S = scale Q K^T over the full T x T (the masked half is wasted work,
+ * still far cheaper than scalar loops), a causal softmax per row, then out = S V. */
 static void attention_forward(float *out, float *att, const float *inp, int B, int T, int C, int NH)
 {
     int C3 = 3 * C, hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(3) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
+        for (int h = 0; h < NH; h++) {
+            const float *q = inp + (size_t)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+            float *S = att + ((size_t)b * NH + h) * T * T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, k, C3, 0.0f, S, T);
             for (int t = 0; t < T; t++) {
-                const float *q = inp + ((size_t)b * T + t) * C3 + h * hs;
-                float *a = att + (((size_t)b * NH + h) * T + t) * T;
-                float maxv = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *k = inp + ((size_t)b * T + t2) * C3 + h * hs + C;
-                    float s = 0;
-                    for (int i = 0; i < hs; i++) s += q[i] * k[i];
-                    s *= scale;
-                    a[t2] = s;
-                    if (s > maxv) maxv = s;
-                }
+                float *a = S + (size_t)t * T;
+                float maxv = a[0];
+                for (int t2 = 1; t2 <= t; t2++)
+                    if (a[t2] > maxv) maxv = a[t2];
                 float sum = 0;
                 for (int t2 = 0; t2 <= t; t2++) {
                     a[t2] = expf(a[t2] - maxv);
@@ -435,54 +453,41 @@ static void attention_forward(float *out, float *att, const float *inp, int B, i
                 float inv = 1.0f / sum;
                 for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
                 for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0;
-                float *o = out + ((size_t)b * T + t) * C + h * hs;
-                for (int i = 0; i < hs; i++) o[i] = 0;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *v = inp + ((size_t)b * T + t2) * C3 + h * hs + 2 * C;
-                    for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
-                }
             }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, S, T, v, C3, 0.0f,
+                        out + (size_t)b * T * C + h * hs, C);
+        }
 }
 
-/* One (b, h) per iteration: keys and values of earlier positions receive gradient from every later
- * query, so a head's whole sequence stays in one thread and is summed in order. The softmax
- * backward uses dpre_j = a_j (da_j - sum_k a_k da_k), O(T) per row. */
-static void attention_backward(float *dinp, const float *dout, const float *inp, const float *att, int B, int T,
-                               int C, int NH)
+/* The same split for the backward: dS = dout V^T, dV += S^T dout, the softmax backward
+ * dP_j = S_j (dS_j - sum_k S_k dS_k) (zero above the diagonal because S is), dQ += scale dP K,
+ * dK += scale dP^T Q. datt (B, NH, T, T) is scratch for dS, then dP. */
+static void attention_backward(float *dinp, float *datt, const float *dout, const float *inp, const float *att,
+                               int B, int T, int C, int NH)
 {
     int C3 = 3 * C, hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            float da[T];
+            size_t o = (size_t)b * T * C3 + h * hs;
+            const float *q = inp + o, *k = q + C, *v = q + 2 * C;
+            float *dq = dinp + o, *dk = dq + C, *dv = dq + 2 * C;
+            const float *d = dout + (size_t)b * T * C + h * hs;
+            const float *S = att + ((size_t)b * NH + h) * T * T;
+            float *dS = datt + ((size_t)b * NH + h) * T * T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, d, C, v, C3, 0.0f, dS, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, S, T, d, C, 1.0f, dv, C3);
             for (int t = 0; t < T; t++) {
-                const float *a = att + (((size_t)b * NH + h) * T + t) * T;
-                const float *d = dout + ((size_t)b * T + t) * C + h * hs;
-                const float *q = inp + ((size_t)b * T + t) * C3 + h * hs;
-                float *dq = dinp + ((size_t)b * T + t) * C3 + h * hs;
-                float dot_ada = 0;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *v = inp + ((size_t)b * T + t2) * C3 + h * hs + 2 * C;
-                    float *dv = dinp + ((size_t)b * T + t2) * C3 + h * hs + 2 * C;
-                    float s = 0;
-                    for (int i = 0; i < hs; i++) {
-                        s += v[i] * d[i];
-                        dv[i] += a[t2] * d[i];
-                    }
-                    da[t2] = s;
-                    dot_ada += a[t2] * s;
-                }
-                for (int t2 = 0; t2 <= t; t2++) {
-                    float dpre = a[t2] * (da[t2] - dot_ada) * scale;
-                    const float *k = inp + ((size_t)b * T + t2) * C3 + h * hs + C;
-                    float *dk = dinp + ((size_t)b * T + t2) * C3 + h * hs + C;
-                    for (int i = 0; i < hs; i++) {
-                        dq[i] += dpre * k[i];
-                        dk[i] += dpre * q[i];
-                    }
-                }
+                const float *a = S + (size_t)t * T;
+                float *g = dS + (size_t)t * T;
+                float dot = 0;
+                for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * g[t2];
+                for (int t2 = 0; t2 <= t; t2++) g[t2] = a[t2] * (g[t2] - dot);
+                for (int t2 = t + 1; t2 < T; t2++) g[t2] = 0;
             }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, dS, T, k, C3, 1.0f, dq, C3);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, dS, T, q, C3, 1.0f, dk, C3);
         }
 }
 
@@ -572,12 +577,12 @@ void sl_train_zero_grad(sl_train_model *m)
 
 static void zero_grad_acts(sl_train_model *m, int B, int T)
 {
-    /* Everything but the logits' gradient, which the loss wrote. */
+    /* Everything but the logits' gradient, which the loss wrote, and the attention scratch. */
     size_t s[SL_TRAIN_N_ACTS];
     act_sizes(&m->cfg, B, T, s);
     float **ptrs = (float **)&m->grad_acts;
     for (int i = 0; i < SL_TRAIN_N_ACTS; i++)
-        if (ptrs[i] && i != 19) memset(ptrs[i], 0, s[i] * sizeof(float));
+        if (ptrs[i] && i != 19 && i != 6) memset(ptrs[i], 0, s[i] * sizeof(float));
 }
 
 void sl_train_backward(sl_train_model *m, const int *inputs, int B, int T)
@@ -609,7 +614,8 @@ void sl_train_backward(sl_train_model *m, const int *inputs, int B, int T)
         residual_backward(dres, d->attproj + o1, d->residual2 + o1, BTC);
         matmul_backward(d->atty + o1, g[SL_TP_ATTPROJW] + (size_t)l * C * C, g[SL_TP_ATTPROJB] + l * C,
                         d->attproj + o1, a->atty + o1, p[SL_TP_ATTPROJW] + (size_t)l * C * C, (int)BT, C, C);
-        attention_backward(d->qkv + 3 * o1, d->atty + o1, a->qkv + 3 * o1, att, B, T, C, NH);
+        attention_backward(d->qkv + 3 * o1, d->att + (size_t)l * B * NH * T * T, d->atty + o1, a->qkv + 3 * o1, att, B, T,
+                           C, NH);
         matmul_backward(d->ln1 + o1, g[SL_TP_QKVW] + (size_t)l * 3 * C * C, g[SL_TP_QKVB] + l * 3 * C,
                         d->qkv + 3 * o1, a->ln1 + o1, p[SL_TP_QKVW] + (size_t)l * 3 * C * C, (int)BT, C, 3 * C);
         layernorm_backward(dres, g[SL_TP_LN1W] + l * C, g[SL_TP_LN1B] + l * C, d->ln1 + o1, res,
