@@ -251,6 +251,9 @@ int sl_train_run(const sl_train_run_opts *o)
         rc = SL_EFAIL;
         goto done;
     }
+    uint64_t eval_every = o->eval_every ? o->eval_every : h->steps;
+    uint64_t ckpt_every = o->ckpt_every ? o->ckpt_every : eval_every;
+    int eval_batches = o->eval_batches > 0 ? o->eval_batches : 8;
     double t0 = sl_now_s(), wall0 = st.wall_s;
     uint64_t tokens0 = st.tokens_seen;
     eval_result ev = {NAN, NAN, NAN};
@@ -283,8 +286,8 @@ int sl_train_run(const sl_train_run_opts *o)
         st.wall_s = wall0 + (now - t0);
         int last = st.step == h->steps;
         int stop = (o->stop_at && st.step >= o->stop_at) || (o->interrupted && *o->interrupted);
-        if (st.step % o->eval_every == 0 || last) {
-            ev = evaluate(m, teacher, valid, B, T, o->eval_batches, inputs, targets);
+        if (st.step % eval_every == 0 || last) {
+            ev = evaluate(m, teacher, valid, B, T, eval_batches, inputs, targets);
             char row[512], kl[32] = "", tv[32] = "";
             if (teacher) {
                 snprintf(kl, sizeof kl, "%.6f", ev.kl);
@@ -303,19 +306,19 @@ int sl_train_run(const sl_train_run_opts *o)
             }
             if (o->log_path && (rc = write_log(o->log_path, st.log))) goto done;
         }
-        if (ckpt_path && (st.step % o->ckpt_every == 0 || last || stop))
+        if (ckpt_path && (st.step % ckpt_every == 0 || last || stop))
             if ((rc = sl_train_ckpt_save(ckpt_path, m, &st))) goto done;
         if (stop && !last) {
             if (o->interrupted && *o->interrupted)
                 rc = sl_fail(SL_EFAIL, "interrupted after step %llu%s; rerun the same command to resume",
                              (unsigned long long)st.step, ckpt_path ? " (checkpoint written)" : " (no --checkpoint: progress lost)");
-            else
+            else if (o->out)
                 fprintf(stderr, "stopped after step %llu as asked (--stop-at); rerun without it to resume\n",
                         (unsigned long long)st.step);
             goto done;
         }
     }
-    if (isnan(ev.ce)) ev = evaluate(m, teacher, valid, B, T, o->eval_batches, inputs, targets);
+    if (isnan(ev.ce)) ev = evaluate(m, teacher, valid, B, T, eval_batches, inputs, targets);
 
     /* Export: the training record for FORMAT.md's `training` metadata. */
     {

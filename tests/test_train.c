@@ -15,6 +15,7 @@
 
 #include "sl_common.h"
 #include "sl_train.h"
+#include "sl_train_io.h"
 
 /* ---- the double-precision reference ---- */
 
@@ -251,3 +252,385 @@ Test(train, gradients_ce_tied) { check_gradients(1, SL_OBJ_CE, 1e-5); }
 Test(train, gradients_ce_untied) { check_gradients(0, SL_OBJ_CE, 1e-5); }
 Test(train, gradients_kl) { check_gradients(1, SL_OBJ_KL, 1e-5); }
 Test(train, gradients_tv) { check_gradients(1, SL_OBJ_TV, 1e-7); }
+
+/* ---- threads ---- */
+
+#include <omp.h>
+
+/* Each output element is summed in one fixed order whatever the thread count (sl_train.h), so
+ * gradients with 1 and 2 threads are bitwise equal. */
+Test(train, thread_count_does_not_change_gradients)
+{
+    sl_train_config cfg = {.vocab_size = 40, .n_layer = 2, .n_head = 4, .d_model = 32, .d_ff = 80,
+                           .max_seq_len = 16, .norm_eps = 1e-5f, .tied_embeddings = 1};
+    int B = 3, T = 16, inp[48], tgt[48];
+    for (int i = 0; i < B * T; i++) inp[i] = (i * 7) % 40, tgt[i] = (i * 11 + 3) % 40;
+    float *g[2];
+    int saved = omp_get_max_threads();
+    for (int k = 0; k < 2; k++) {
+        omp_set_num_threads(k + 1);
+        sl_train_model *m = sl_train_model_alloc(&cfg, B, T, 1);
+        sl_train_init(m, 3);
+        sl_train_forward(m, inp, B, T);
+        sl_train_zero_grad(m);
+        sl_train_loss(m, SL_OBJ_CE, tgt, NULL, B, T, 1.0f);
+        sl_train_backward(m, inp, B, T);
+        g[k] = malloc(m->n_params * sizeof(float));
+        memcpy(g[k], m->grads_mem, m->n_params * sizeof(float));
+        if (k == 1) cr_assert(memcmp(g[0], g[1], m->n_params * sizeof(float)) == 0, "gradients depend on threads");
+        sl_train_model_free(m);
+    }
+    omp_set_num_threads(saved);
+    free(g[0]);
+    free(g[1]);
+}
+
+/* ---- optimiser and schedule ---- */
+
+/* Two AdamW steps against the update written out by hand in double: the second step checks the
+ * moment recursions and the bias corrections with t = 2. float32 arithmetic: 1e-6 relative. */
+Test(train, adamw_two_steps_by_hand)
+{
+    sl_train_config cfg = tiny_config(1);
+    sl_train_model *m = sl_train_model_alloc(&cfg, 1, 4, 1);
+    sl_train_hparams h;
+    sl_train_hparams_default(&h);
+    h.weight_decay = 0.1;
+    h.beta1 = 0.9;
+    h.beta2 = 0.95;
+    h.eps = 1e-8;
+    size_t n = m->n_params;
+    double *w = malloc(n * sizeof(double)), *mm = calloc(n, sizeof(double)), *vv = calloc(n, sizeof(double));
+    for (size_t i = 0; i < n; i++) w[i] = m->params_mem[i] = (float)(0.01 * ((double)(i % 37) - 18));
+    double lrs[2] = {1e-2, 3e-3};
+    for (int t = 1; t <= 2; t++) {
+        for (size_t i = 0; i < n; i++) m->grads_mem[i] = (float)(0.05 * sin(0.3 * (double)i + t));
+        sl_train_adamw(m, &h, lrs[t - 1], (uint64_t)t);
+        for (int k = 0; k < SL_TP_N; k++) {
+            size_t off = (size_t)(m->params[k] - m->params_mem);
+            double wd = (k == SL_TP_WTE || k == SL_TP_WPE || k == SL_TP_QKVW || k == SL_TP_ATTPROJW || k == SL_TP_FCW ||
+                         k == SL_TP_FCPROJW || k == SL_TP_LMHEAD) ? 0.1 : 0.0;
+            for (size_t i = off; i < off + m->param_sizes[k]; i++) {
+                double g = m->grads_mem[i];
+                mm[i] = 0.9 * mm[i] + 0.1 * g;
+                vv[i] = 0.95 * vv[i] + 0.05 * g * g;
+                double mhat = mm[i] / (1 - pow(0.9, t)), vhat = vv[i] / (1 - pow(0.95, t));
+                w[i] -= lrs[t - 1] * (mhat / (sqrt(vhat) + 1e-8) + wd * w[i]);
+            }
+        }
+        for (size_t i = 0; i < n; i++)
+            cr_assert_leq(fabs(m->params_mem[i] - w[i]), 1e-6 * (1 + fabs(w[i])), "step %d param %zu: %.9g vs %.9g", t,
+                          i, m->params_mem[i], w[i]);
+    }
+    /* Decay reaches matrices only: a LayerNorm gain with zero gradient would not move. */
+    cr_assert(sl_train_tensor_decays(SL_TP_QKVW) && !sl_train_tensor_decays(SL_TP_LN1W) &&
+              !sl_train_tensor_decays(SL_TP_QKVB) && !sl_train_tensor_decays(SL_TP_LNFB));
+    free(w), free(mm), free(vv);
+    sl_train_model_free(m);
+}
+
+/* Warm-up is linear to the peak, the cosine halves the distance at its midpoint and ends at the
+ * floor (closed forms, exact up to double rounding). */
+Test(train, lr_schedule)
+{
+    sl_train_hparams h;
+    sl_train_hparams_default(&h);
+    h.lr = 1e-3, h.min_lr_frac = 0.1, h.warmup = 10, h.steps = 110;
+    cr_assert_float_eq(sl_train_lr(&h, 0), 1e-4, 1e-15);
+    cr_assert_float_eq(sl_train_lr(&h, 9), 1e-3, 1e-15);
+    cr_assert_float_eq(sl_train_lr(&h, 10), 1e-3, 1e-15);
+    cr_assert_float_eq(sl_train_lr(&h, 60), 0.55e-3, 1e-15);
+    cr_assert_float_eq(sl_train_lr(&h, 110), 1e-4, 1e-15);
+    for (uint64_t s = 11; s < 110; s++) cr_assert_lt(sl_train_lr(&h, s), sl_train_lr(&h, s - 1));
+}
+
+/* ---- half precision ---- */
+
+Test(train, f16_conversion)
+{
+    /* Known encodings (IEEE 754 binary16), including ties to even and the subnormal edge. */
+    cr_assert_eq(sl_train_f32_to_f16(1.0f), 0x3c00);
+    cr_assert_eq(sl_train_f32_to_f16(-2.0f), 0xc000);
+    cr_assert_eq(sl_train_f32_to_f16(65504.0f), 0x7bff);
+    cr_assert_eq(sl_train_f32_to_f16(65520.0f), 0x7c00); /* rounds up past the largest finite */
+    cr_assert_eq(sl_train_f32_to_f16(ldexpf(1, -24)), 0x0001);
+    cr_assert_eq(sl_train_f32_to_f16(ldexpf(1, -25)), 0x0000);                /* tie to even: 0 */
+    cr_assert_eq(sl_train_f32_to_f16(ldexpf(3, -25)), 0x0002);                /* tie to even: 2 */
+    cr_assert_eq(sl_train_f32_to_f16(1.0f + ldexpf(1, -11)), 0x3c00);         /* tie to even */
+    cr_assert_eq(sl_train_f32_to_f16(1.0f + ldexpf(3, -11)), 0x3c02);         /* tie to even */
+    cr_assert_eq(sl_train_f32_to_f16(ldexpf(1023, -24) + ldexpf(1, -25)), 0x0400); /* carry into normal */
+    /* Every finite half survives half -> float -> half. */
+    for (uint32_t hb = 0; hb < 65536; hb++) {
+        if ((hb & 0x7c00) == 0x7c00) continue;
+        cr_assert_eq(sl_train_f32_to_f16(sl_train_f16_to_f32((uint16_t)hb)), hb, "half 0x%04x", hb);
+    }
+}
+
+/* ---- files ---- */
+
+static char tmpdir[64];
+static void mk_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/sl_train_test_XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+static void rm_tmpdir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    cr_assert_eq(system(cmd), 0);
+}
+static char *tmp_path(const char *name)
+{
+    static char bufs[64][128];
+    static int k;
+    char *b = bufs[k++ % 64];
+    snprintf(b, 128, "%s/%s", tmpdir, name);
+    return b;
+}
+
+Test(train, tokfile_roundtrip_and_bad_files, .init = mk_tmpdir, .fini = rm_tmpdir)
+{
+    int32_t ids[100];
+    for (int i = 0; i < 100; i++) ids[i] = (i * 37) % 300;
+    for (int bpi = 2; bpi <= 4; bpi += 2) {
+        cr_assert_eq(sl_tokfile_write(tmp_path("a.tok"), 300, bpi, ids, 100), 0);
+        sl_tokfile *tf;
+        cr_assert_eq(sl_tokfile_read(tmp_path("a.tok"), &tf), 0, "%s", sl_errmsg());
+        cr_assert_eq(tf->vocab_size, 300);
+        cr_assert_eq(tf->n_tokens, 100);
+        cr_assert(memcmp(tf->ids, ids, sizeof ids) == 0);
+        sl_tokfile_free(tf);
+    }
+    sl_tokfile *tf = NULL;
+    /* Empty file, no tokens, an id beyond the vocabulary, a truncated body, wrong magic. */
+    FILE *f = fopen(tmp_path("empty.tok"), "wb");
+    fclose(f);
+    cr_assert_eq(sl_tokfile_read(tmp_path("empty.tok"), &tf), SL_EINPUT);
+    cr_assert(strstr(sl_errmsg(), "empty") != NULL, "%s", sl_errmsg());
+    cr_assert_eq(sl_tokfile_write(tmp_path("zero.tok"), 300, 2, ids, 0), 0);
+    cr_assert_eq(sl_tokfile_read(tmp_path("zero.tok"), &tf), SL_EINPUT);
+    cr_assert_eq(sl_tokfile_write(tmp_path("big.tok"), 200, 2, ids, 100), 0);
+    cr_assert_eq(sl_tokfile_read(tmp_path("big.tok"), &tf), SL_EINPUT);
+    cr_assert(strstr(sl_errmsg(), ">= vocab_size 200") != NULL, "%s", sl_errmsg());
+    cr_assert_eq(truncate(tmp_path("a.tok"), 24 + 4 * 50), 0);
+    cr_assert_eq(sl_tokfile_read(tmp_path("a.tok"), &tf), SL_EINPUT);
+    f = fopen(tmp_path("junk.tok"), "wb");
+    fputs("this is not a token file at all", f);
+    fclose(f);
+    cr_assert_eq(sl_tokfile_read(tmp_path("junk.tok"), &tf), SL_EINPUT);
+    cr_assert_null(tf);
+}
+
+/* Export then import gives the same parameters: bitwise for f32, the f16 rounding of each for f16. */
+Test(train, export_import_roundtrip, .init = mk_tmpdir, .fini = rm_tmpdir)
+{
+    for (int tied = 0; tied <= 1; tied++) {
+        sl_train_config cfg = tiny_config(tied);
+        sl_train_model *m = sl_train_model_alloc(&cfg, 1, 8, 0), *r = NULL;
+        randomize(m, 77);
+        char *tok = NULL;
+        cr_assert_eq(sl_train_export(m, tmp_path("m.safetensors"), 0, "{\"seed\":1}", "{\"type\":\"byte-bpe\"}"), 0);
+        cr_assert_eq(sl_train_import(tmp_path("m.safetensors"), 1, 8, &r, &tok), 0, "%s", sl_errmsg());
+        cr_assert_eq(r->n_params, m->n_params);
+        cr_assert(memcmp(r->params_mem, m->params_mem, m->n_params * sizeof(float)) == 0);
+        cr_assert_str_eq(tok, "{\"type\":\"byte-bpe\"}");
+        free(tok);
+        sl_train_model_free(r);
+        cr_assert_eq(sl_train_export(m, tmp_path("h.safetensors"), 1, NULL, NULL), 0);
+        cr_assert_eq(sl_train_import(tmp_path("h.safetensors"), 1, 8, &r, NULL), 0, "%s", sl_errmsg());
+        for (size_t i = 0; i < m->n_params; i++)
+            cr_assert_eq(r->params_mem[i], sl_train_f16_to_f32(sl_train_f32_to_f16(m->params_mem[i])));
+        sl_train_model_free(r);
+        /* A truncated file is refused with SL_EINPUT. */
+        cr_assert_eq(truncate(tmp_path("h.safetensors"), 1000), 0);
+        cr_assert_eq(sl_train_import(tmp_path("h.safetensors"), 1, 8, &r, NULL), SL_EINPUT);
+        sl_train_model_free(m);
+    }
+}
+
+/* ---- whole runs ---- */
+
+static void write_repetitive_corpus(const char *train, const char *valid)
+{
+    /* A fixed 23-token pattern over V = 64, repeated: a model that learns it predicts every token. */
+    int32_t pat[23], ids[23 * 200];
+    gsl_rng *r = sl_rng_alloc(1, SL_STREAM_DATA, 0);
+    for (int i = 0; i < 23; i++) pat[i] = (int32_t)(sl_rng_uniform53(r) * 64);
+    gsl_rng_free(r);
+    for (int i = 0; i < 23 * 200; i++) ids[i] = pat[i % 23];
+    cr_assert_eq(sl_tokfile_write(train, 64, 2, ids, 23 * 200), 0);
+    cr_assert_eq(sl_tokfile_write(valid, 64, 4, ids + 5, 23 * 20), 0);
+}
+
+static sl_train_run_opts tiny_run(void)
+{
+    static char cfgjson[] = "{\"n_layer\":2,\"n_head\":2,\"d_model\":32,\"d_ff\":64,\"max_seq_len\":16,\"vocab_size\":64}";
+    sl_train_run_opts o;
+    memset(&o, 0, sizeof o);
+    sl_train_hparams_default(&o.h);
+    o.train_path = tmp_path("train.tok");
+    o.valid_path = tmp_path("valid.tok");
+    o.config_json = cfgjson;
+    o.out_path = tmp_path("out.safetensors");
+    o.h.batch = 8, o.h.seq = 16, o.h.lr = 3e-3, o.h.warmup = 10, o.h.seed = 5;
+    o.eval_batches = 2;
+    return o;
+}
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc(*n + 1);
+    cr_assert_eq(fread(b, 1, *n, f), *n);
+    fclose(f);
+    b[*n] = 0;
+    return b;
+}
+
+/* The tensor bytes of a safetensors file (the header holds the wall time, which differs). */
+static char *tensor_bytes(const char *path, size_t *n)
+{
+    size_t total;
+    char *b = slurp(path, &total);
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)(unsigned char)b[i] << (8 * i);
+    *n = total - 8 - hl;
+    char *d = malloc(*n);
+    memcpy(d, b + 8 + hl, *n);
+    free(b);
+    return d;
+}
+
+/* Cross-entropy from ln 64 = 4.16 down below 1.0 within 200 steps on the repetitive corpus (it
+ * reaches ~0.05; a broken gradient or optimiser stalls near 3). */
+Test(train, loss_falls_on_repetitive_corpus, .init = mk_tmpdir, .fini = rm_tmpdir)
+{
+    write_repetitive_corpus(tmp_path("train.tok"), tmp_path("valid.tok"));
+    sl_train_run_opts o = tiny_run();
+    o.h.steps = 200;
+    o.eval_every = 200;
+    o.log_path = tmp_path("log.csv");
+    cr_assert_eq(sl_train_run(&o), 0, "%s", sl_errmsg());
+    size_t n;
+    char *log = slurp(o.log_path, &n);
+    const char *row = strchr(log, '\n') + 1;
+    unsigned long long step;
+    double tokens, lr, train_loss, gn, val_ce;
+    cr_assert_eq(sscanf(row, "%llu,%lf,%lf,%lf,%lf,%lf", &step, &tokens, &lr, &train_loss, &gn, &val_ce), 6, "%s", row);
+    cr_assert_eq(step, 200);
+    cr_assert_lt(val_ce, 1.0, "validation loss %g after 200 steps", val_ce);
+    free(log);
+    /* The untrained model starts near ln 64 (random init gives nearly uniform predictions). */
+    sl_train_config cfg;
+    cr_assert_eq(sl_train_config_parse(o.config_json, &cfg), 0);
+    sl_train_model *m = sl_train_model_alloc(&cfg, 8, 16, 1);
+    sl_tokfile *tf;
+    cr_assert_eq(sl_tokfile_read(o.train_path, &tf), 0);
+    int inp[128], tgt[128];
+    gsl_rng *r = sl_rng_alloc(1, SL_STREAM_DATA, 0);
+    sl_tokfile_batch(tf, 5, 0, 0, 1, 8, 16, inp, tgt, r);
+    sl_train_init(m, 5);
+    sl_train_forward(m, inp, 8, 16);
+    double l0 = sl_train_loss(m, SL_OBJ_CE, tgt, NULL, 8, 16, 1.0f);
+    cr_assert(l0 > 4.0 && l0 < 4.3, "initial loss %g, expected ~ln 64 = 4.16", l0);
+    gsl_rng_free(r);
+    sl_tokfile_free(tf);
+    sl_train_model_free(m);
+}
+
+/* 2N steps in one go equal N steps, a checkpoint, and N more steps in a fresh run: same weights bit
+ * for bit and the same log (wall-clock columns aside). */
+static void check_resume(int objective)
+{
+    write_repetitive_corpus(tmp_path("train.tok"), tmp_path("valid.tok"));
+    sl_train_run_opts o = tiny_run();
+    o.h.steps = 2 * 12;
+    o.eval_every = 5; /* rows at 5, 10, 15, 20, 24: the stop at 12 falls between two rows */
+    o.ckpt_every = 100;
+    o.h.accum = 2;
+    if (objective != SL_OBJ_CE) {
+        /* A teacher: the tiny model after a few steps of plain training. */
+        sl_train_run_opts t = tiny_run();
+        t.h.steps = 30, t.eval_every = 30, t.out_path = tmp_path("teacher.safetensors");
+        cr_assert_eq(sl_train_run(&t), 0, "%s", sl_errmsg());
+        o.teacher_path = t.out_path;
+        o.h.objective = objective;
+    }
+    o.log_path = tmp_path("a.csv");
+    o.out_path = tmp_path("a.safetensors");
+    cr_assert_eq(sl_train_run(&o), 0, "%s", sl_errmsg());
+
+    o.log_path = tmp_path("b.csv");
+    o.out_path = tmp_path("b.safetensors");
+    o.ckpt_dir = tmp_path("ckpt");
+    o.stop_at = 12;
+    cr_assert_eq(sl_train_run(&o), 0, "%s", sl_errmsg());
+    cr_assert_eq(access(o.out_path, F_OK), -1, "a stopped run must not export");
+    o.stop_at = 0;
+    cr_assert_eq(sl_train_run(&o), 0, "%s", sl_errmsg());
+
+    size_t na, nb;
+    char *a = tensor_bytes(tmp_path("a.safetensors"), &na), *b = tensor_bytes(tmp_path("b.safetensors"), &nb);
+    cr_assert_eq(na, nb);
+    cr_assert(memcmp(a, b, na) == 0, "resumed weights differ from the uninterrupted run");
+    free(a), free(b);
+    char *la = slurp(tmp_path("a.csv"), &na), *lb = slurp(tmp_path("b.csv"), &nb);
+    /* Drop the last two columns (wall_s, tokens_per_s) of each line before comparing. */
+    char *logs[2] = {la, lb};
+    for (int k = 0; k < 2; k++) {
+        char *w = logs[k], *r = logs[k];
+        while (*r) {
+            char *eol = strchr(r, '\n');
+            char *c2 = eol;
+            for (int i = 0; i < 2; i++) do c2--; while (*c2 != ',');
+            memmove(w, r, (size_t)(c2 - r));
+            w += c2 - r;
+            *w++ = '\n';
+            r = eol + 1;
+        }
+        *w = 0;
+    }
+    cr_assert_str_eq(la, lb);
+    free(la), free(lb);
+}
+
+Test(train, resume_equals_uninterrupted_ce, .init = mk_tmpdir, .fini = rm_tmpdir) { check_resume(SL_OBJ_CE); }
+Test(train, resume_equals_uninterrupted_distill_tv, .init = mk_tmpdir, .fini = rm_tmpdir) { check_resume(SL_OBJ_TV); }
+
+/* A corrupt or truncated checkpoint, or one from a run with other settings, is refused (SL_EINPUT)
+ * and left in place. */
+Test(train, bad_checkpoints_are_refused, .init = mk_tmpdir, .fini = rm_tmpdir)
+{
+    write_repetitive_corpus(tmp_path("train.tok"), tmp_path("valid.tok"));
+    sl_train_run_opts o = tiny_run();
+    o.h.steps = 6, o.eval_every = 3, o.ckpt_dir = tmp_path("ckpt"), o.stop_at = 3;
+    cr_assert_eq(sl_train_run(&o), 0, "%s", sl_errmsg());
+    const char *ck = tmp_path("ckpt/checkpoint.bin");
+    size_t n;
+    char *good = slurp(ck, &n);
+
+    o.h.lr = 1e-3;
+    cr_assert_eq(sl_train_run(&o), SL_EINPUT);
+    cr_assert(strstr(sl_errmsg(), "lr") != NULL, "%s", sl_errmsg());
+    o.h.lr = 3e-3;
+
+    char *bad = malloc(n);
+    memcpy(bad, good, n);
+    bad[n / 2] ^= 1;
+    FILE *f = fopen(ck, "wb");
+    fwrite(bad, 1, n, f);
+    fclose(f);
+    cr_assert_eq(sl_train_run(&o), SL_EINPUT);
+    cr_assert(strstr(sl_errmsg(), "corrupt") != NULL, "%s", sl_errmsg());
+    cr_assert_eq(truncate(ck, (off_t)(n - 100)), 0);
+    cr_assert_eq(sl_train_run(&o), SL_EINPUT);
+    size_t n2;
+    char *after = slurp(ck, &n2);
+    cr_assert_eq(n2, n - 100, "a refused checkpoint must be left as it was");
+    free(good), free(bad), free(after);
+}
