@@ -94,6 +94,18 @@ int sl_train_config_parse(const char *json, sl_train_config *cfg)
     return rc;
 }
 
+struct json_object *sl_train_json_double(double x)
+{
+    /* The shortest decimal that reads back as x, so 1e-3 prints as 1e-3, not 0.0010000000000000000208. */
+    char buf[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    if (!strchr(buf, '.') && !strchr(buf, 'e') && !strchr(buf, 'n') && !strchr(buf, 'i')) strcat(buf, ".0");
+    return json_object_new_double_s(x, buf);
+}
+
 char *sl_train_config_json(const sl_train_config *c)
 {
     struct json_object *o = json_object_new_object();
@@ -104,7 +116,14 @@ char *sl_train_config_json(const sl_train_config *c)
     json_object_object_add(o, "d_model", json_object_new_int(c->d_model));
     json_object_object_add(o, "d_ff", json_object_new_int(c->d_ff));
     json_object_object_add(o, "max_seq_len", json_object_new_int(c->max_seq_len));
-    json_object_object_add(o, "norm_eps", json_object_new_double((double)c->norm_eps));
+    /* The float's shortest decimal (1e-5, not 9.99999974737875e-06): readers parse it back to the
+     * same float. */
+    char eps[32];
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(eps, sizeof eps, "%.*g", prec, (double)c->norm_eps);
+        if ((float)strtod(eps, NULL) == c->norm_eps) break;
+    }
+    json_object_object_add(o, "norm_eps", json_object_new_double_s(strtod(eps, NULL), eps));
     json_object_object_add(o, "tied_embeddings", json_object_new_boolean(c->tied_embeddings));
     char *s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
     json_object_put(o);

@@ -41,6 +41,9 @@ int sl_train_config_parse(const char *json, sl_train_config *cfg);
 int sl_train_config_check(const sl_train_config *cfg);
 /* FORMAT.md's `config` metadata JSON; caller frees. */
 char *sl_train_config_json(const sl_train_config *cfg);
+/* A json-c number that prints as the shortest decimal reading back as x. */
+struct json_object;
+struct json_object *sl_train_json_double(double x);
 
 /* Parameter tensors, in memory order. Per-layer tensors are stacked over layers: (L, ...). */
 enum sl_train_tensor {

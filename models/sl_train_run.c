@@ -49,14 +49,14 @@ static char *identity_json(const sl_train_run_opts *o, const sl_train_config *cf
     json_object_object_add(j, "batch", json_object_new_int(h->batch));
     json_object_object_add(j, "seq", json_object_new_int(h->seq));
     json_object_object_add(j, "accum", json_object_new_int(h->accum));
-    json_object_object_add(j, "lr", json_object_new_double(h->lr));
-    json_object_object_add(j, "min_lr_frac", json_object_new_double(h->min_lr_frac));
+    json_object_object_add(j, "lr", sl_train_json_double(h->lr));
+    json_object_object_add(j, "min_lr_frac", sl_train_json_double(h->min_lr_frac));
     json_object_object_add(j, "warmup", json_object_new_int64((int64_t)h->warmup));
-    json_object_object_add(j, "weight_decay", json_object_new_double(h->weight_decay));
-    json_object_object_add(j, "beta1", json_object_new_double(h->beta1));
-    json_object_object_add(j, "beta2", json_object_new_double(h->beta2));
-    json_object_object_add(j, "eps", json_object_new_double(h->eps));
-    json_object_object_add(j, "clip", json_object_new_double(h->clip));
+    json_object_object_add(j, "weight_decay", sl_train_json_double(h->weight_decay));
+    json_object_object_add(j, "beta1", sl_train_json_double(h->beta1));
+    json_object_object_add(j, "beta2", sl_train_json_double(h->beta2));
+    json_object_object_add(j, "eps", sl_train_json_double(h->eps));
+    json_object_object_add(j, "clip", sl_train_json_double(h->clip));
     json_object_object_add(j, "seed", json_object_new_int64((int64_t)h->seed));
     json_object_object_add(j, "train_tokens", json_object_new_int64((int64_t)train->n_tokens));
     add_hex(j, "train_hash", fnv_bytes(train->ids, train->n_tokens * sizeof(int32_t)));
@@ -331,14 +331,14 @@ int sl_train_run(const sl_train_run_opts *o)
         json_object_object_add(j, "valid_file", json_object_new_string(o->valid_path));
         if (o->teacher_path) json_object_object_add(j, "teacher", json_object_new_string(o->teacher_path));
         json_object_object_add(j, "tokens_seen", json_object_new_int64((int64_t)st.tokens_seen));
-        json_object_object_add(j, "wall_time_s", json_object_new_double(round(st.wall_s * 10) / 10));
+        json_object_object_add(j, "wall_time_s", sl_train_json_double(round(st.wall_s * 10) / 10));
         json_object_object_add(j, "threads", json_object_new_int(omp_get_max_threads()));
         json_object_object_add(j, "n_params", json_object_new_int64((int64_t)m->n_params));
-        json_object_object_add(j, "val_ce", json_object_new_double(ev.ce));
-        json_object_object_add(j, "val_bits_per_token", json_object_new_double(ev.ce / M_LN2));
+        json_object_object_add(j, "val_ce", sl_train_json_double(ev.ce));
+        json_object_object_add(j, "val_bits_per_token", sl_train_json_double(ev.ce / M_LN2));
         if (teacher) {
-            json_object_object_add(j, "val_kl", json_object_new_double(ev.kl));
-            json_object_object_add(j, "val_tv", json_object_new_double(ev.tv));
+            json_object_object_add(j, "val_kl", sl_train_json_double(ev.kl));
+            json_object_object_add(j, "val_tv", sl_train_json_double(ev.tv));
         }
         training = strdup(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
         json_object_put(j);
