@@ -1,16 +1,17 @@
 /*
  * sl_theory.c: closed forms for tokens per iteration, walltime and operation factors, optimal γ.
  *
- * Precision near α = 1. The textbook forms divide two quantities that both vanish at α = 1, so
- * for α = 1 − 1e-12 they keep only about four correct digits. Here:
+ * Precision near α = 1. The textbook forms divide quantities that vanish at α = 1: in double,
+ * (1 − α^{γ+1})/(1 − α) is off by up to 5e-9 (relative, near 1 − α ≈ 1e-9), and THEORY.md's
+ * variance formula returns 0 instead of 2.0e-10 at α = 1 − 1e-12, γ = 8. Here:
  *   - E[N] is the finite geometric sum by Horner's rule for γ <= 128 (all terms positive, error
  *     about γ ulp, exact at α = 0 and α = 1, and 1 + α exactly at γ = 1 so that Corollary 3.9's
  *     bound is reproduced bit for bit), and −expm1((γ+1)·log α)/(1 − α) beyond, where 1 − α is
  *     exact for α >= 1/2 and expm1 keeps the small difference to full precision;
- *   - Var N is the centred sum Σ P(N=k)(k − μ)² of non-negative terms, with k − μ formed from an
- *     accurately summed offset: μ − 1 = Σ_k P(N > k) when N is mostly small, and
- *     γ+1 − μ = Σ_k (1 − P(N > k)) when N is mostly γ+1, each 1 − Π β_i taken as −expm1(Σ log β_i).
- *     Both offsets are sums of non-negative terms, so nothing cancels at either end.
+ *   - Var N is the centred sum Σ P(N=k)(k − μ)² of non-negative terms. Since Σ P(N=k)(k − μ) = 0,
+ *     an error δ in μ moves the sum only by δ², so μ computed to a few ulp is plenty and nothing
+ *     cancels at either end (THEORY.md's closed form subtracts numbers ~α from each other and
+ *     divides by (1 − α)²).
  */
 #include "sl_theory.h"
 
@@ -110,22 +111,11 @@ static double mean_minus_one(const double *beta, double alpha, int gamma)
 /* Var N by the centred sum; see the file comment. */
 static double var_tokens(const double *beta, double alpha, int gamma)
 {
-    /* lo = μ − 1 and hi = γ+1 − μ, both as sums of non-negative terms. log(0) = −inf makes
-     * 1 − Π β_i = −expm1(−inf) = 1 exactly, as it should be. */
-    double s = 1, log_s = 0, lo = 0, hi = 0;
-    for (int k = 1; k <= gamma; k++) {
-        double b = acc(beta, alpha, k);
-        s *= b;
-        log_s += log(b);
-        lo += s;
-        hi += -expm1(log_s);
-    }
-    int near_top = hi < lo;
-    double var = 0;
-    s = 1;
-    for (int k = 0; k <= gamma; k++) { /* the event N = k + 1 */
+    double mu1 = mean_minus_one(beta, alpha, gamma); /* μ − 1, the offset of N − 1 */
+    double var = 0, s = 1;
+    for (int k = 0; k <= gamma; k++) { /* the event N = k + 1, where N − 1 − (μ − 1) = k − mu1 */
         double p = k < gamma ? s * (1 - acc(beta, alpha, k + 1)) : s;
-        double dev = near_top ? (double)(k - gamma) + hi : (double)k - lo;
+        double dev = (double)k - mu1;
         var += p * dev * dev;
         if (k < gamma) s *= acc(beta, alpha, k + 1);
     }
