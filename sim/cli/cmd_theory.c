@@ -514,12 +514,12 @@ static int run(opts *o)
                         for (size_t j = 0; j < r && !seen; j++)
                             seen = pmfs[j].gamma == g && (o->beta || pmfs[j].alpha == alpha);
                         for (int i = 0; !rc && !seen && !json && i <= g; i++) {
-                            rc = sl_table_add_row(tp);
-                            if (!rc && o->beta) {
+                            if ((rc = sl_table_add_row(tp))) break;
+                            if (o->beta) {
                                 char *s = join_doubles(o->beta, (size_t)g);
                                 rc = s ? sl_table_set_string(tp, 0, s) : sl_fail(SL_EFAIL, "out of memory");
                                 free(s);
-                            } else if (!rc) {
+                            } else {
                                 sl_table_set_double(tp, 0, alpha);
                             }
                             sl_table_set_int(tp, 1, g);
