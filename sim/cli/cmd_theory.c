@@ -56,8 +56,8 @@ static const char usage_text[] =
     "  ops_factor          Theorem 3.11: (gamma*c_hat + gamma + 1)/E[N]\n"
     "  alpha_gt_c          Corollary 3.9: 1 if alpha > c (some gamma then improves walltime)\n"
     "  cor39_bound         (1 + alpha)/(1 + c), the walltime factor at gamma = 1 with v = 1\n"
-    "With --optimal, gamma is the best gamma >= 1 and the columns above are evaluated there; also\n"
-    "                      (the smallest of the ties below)\n"
+    "With --optimal, gamma is the best gamma >= 1 (the smallest of the ties below) and the\n"
+    "columns above are evaluated there; and\n"
     "  gamma_opt           that gamma, or 0 when no gamma beats plain decoding (factor <= 1)\n"
     "  walltime_factor_opt the walltime factor at gamma_opt (1 when gamma_opt = 0)\n"
     "  gamma_cap, at_cap   the largest gamma searched; 1 if the cap is among the ties (a larger\n"
@@ -333,14 +333,22 @@ typedef struct {
     double *pmf;  /* (gamma+1) */
 } pmf_rec;
 
-/* "a,b,c" with 17 significant digits; malloc'd. */
+/* "a,b,c", each number in the fewest digits (15 to 17) that read back as the same double, so
+ * that 0.9 prints as 0.9; malloc'd. */
 static char *join_doubles(const double *x, size_t n)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f) return NULL;
-    for (size_t i = 0; i < n; i++) fprintf(f, "%s%.17g", i ? "," : "", x[i]);
+    for (size_t i = 0; i < n; i++) {
+        char num[32];
+        for (int digits = 15; digits <= 17; digits++) {
+            snprintf(num, sizeof num, "%.*g", digits, x[i]);
+            if (strtod(num, NULL) == x[i]) break;
+        }
+        fprintf(f, "%s%s", i ? "," : "", num);
+    }
     fclose(f);
     return buf;
 }
