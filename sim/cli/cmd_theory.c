@@ -274,7 +274,12 @@ static int parse(int argc, char **argv, opts *o, int *help)
         case O_FORMAT: rc = sl_format_parse(optarg, &o->fmt); break;
         case 'h': *help = 1; return SL_OK;
         case ':': rc = sl_fail(SL_EINPUT, "%s: needs a value", argv[optind - 1]); break;
-        default: rc = sl_fail(SL_EINPUT, "unknown option '%s' (speclab theory --help)", argv[optind - 1]); break;
+        default:
+            /* optopt names an unknown short option (argv may hold it grouped, as in -xy); for an
+             * unknown long option it is 0 and the word itself is argv[optind - 1]. */
+            if (optopt > 0 && optopt < 256) rc = sl_fail(SL_EINPUT, "unknown option '-%c' (speclab theory --help)", optopt);
+            else rc = sl_fail(SL_EINPUT, "unknown option '%s' (speclab theory --help)", argv[optind - 1]);
+            break;
         }
     }
     if (!rc && optind < argc) rc = sl_fail(SL_EINPUT, "unexpected argument '%s'", argv[optind]);

@@ -298,6 +298,8 @@ bad = [
     (["--alpha", "0.5", "--gamma", "3", "--format", "xml"], "--format"),
     (["--alpha", "0.5", "--gamma", "3", "--bogus"], "--bogus"),
     (["--alpha", "0.5", "--gamma", "3", "stray"], "stray"),
+    (["-xh", "--alpha", "0.5"], "-x"),
+    (["--alpha", "0.5", "--gamma", "3", "--v-table", "1:1,4:1.1", "--v-table", "1:1,4:1.2"], "--v-table"),
     (["--alpha"], "--alpha"),
     (["--alpha", "0:1:0.001", "--gamma", "1:1000"], "combinations"),
 ]
