@@ -512,22 +512,48 @@ static void attention_backward(float *dinp, float *datt, const float *dout, cons
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
 
-static void gelu_forward(float *out, const float *inp, size_t N)
+/* tanh through a branch-free expf (Cephes' polynomial on a Cody-Waite reduced argument, round to
+ * nearest by the 1.5*2^23 trick) so that the GELU loops vectorise; libm's tanhf made GELU a fifth of
+ * the step time. Absolute error ~1e-7, the same order as float rounding of the GELU itself (the
+ * gradient test compares against a double reference). The comparisons of the clamp only vectorise
+ * without trapping-math (no FP exception flags are ever read here), hence the attribute. */
+#define SL_VECTORISE __attribute__((optimize("no-trapping-math")))
+static inline SL_VECTORISE float tanh_fast(float u)
 {
-#pragma omp parallel for schedule(static)
+    float x = 2.0f * u;
+    x = x < -87.0f ? -87.0f : (x > 87.0f ? 87.0f : x);
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union {
+        uint32_t i;
+        float f;
+    } sc = {.i = (uint32_t)((int32_t)n + 127) << 23};
+    float e = p * sc.f; /* exp(2u) */
+    return 1.0f - 2.0f / (1.0f + e);
+}
+
+static SL_VECTORISE void gelu_forward(float *out, const float *inp, size_t N)
+{
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < N; i++) {
         float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+        out[i] = 0.5f * x * (1.0f + tanh_fast(GELU_SCALE * (x + 0.044715f * x * x * x)));
     }
 }
 
-static void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N)
+static SL_VECTORISE void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < N; i++) {
         float x = inp[i];
-        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-        float th = tanhf(u);
+        float th = tanh_fast(GELU_SCALE * (x + 0.044715f * x * x * x));
         float sech2 = 1.0f - th * th;
         float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] += g * dout[i];
