@@ -408,7 +408,8 @@ static void gemm_rows(int ta, int tb, int M, int N, int K, float alpha, const fl
                       int ldb, float beta, float *C, int ldc)
 {
     int nblocks = (M + GEMM_ROWS - 1) / GEMM_ROWS;
-#pragma omp parallel for schedule(static)
+    /* Dynamic: on a shared machine a descheduled thread's blocks go to the one that runs. */
+#pragma omp parallel for schedule(dynamic, 1)
     for (int blk = 0; blk < nblocks; blk++) {
         int m0 = blk * GEMM_ROWS, m1 = m0 + GEMM_ROWS < M ? m0 + GEMM_ROWS : M;
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m1 - m0, N, K,
@@ -453,7 +454,7 @@ static void attention_forward(float *out, float *att, const float *inp, int B, i
 {
     int C3 = 3 * C, hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *q = inp + (size_t)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
@@ -486,7 +487,7 @@ static void attention_backward(float *dinp, float *datt, const float *dout, cons
 {
     int C3 = 3 * C, hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             size_t o = (size_t)b * T * C3 + h * hs;
