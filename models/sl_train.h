@@ -157,7 +157,7 @@ double sl_train_grad_norm(const sl_train_model *m);
 void sl_train_scale_grads(sl_train_model *m, float s);
 
 typedef struct {
-    uint64_t steps;      /* total optimiser steps */
+    uint64_t steps;      /* total optimiser steps (0: evaluate and export the starting weights) */
     int batch;           /* sequences per micro-batch */
     int seq;             /* tokens per sequence */
     int accum;           /* micro-batches per step (gradient accumulation) */

@@ -59,6 +59,7 @@ typedef struct {
     const char *teacher_path;   /* distillation; NULL for training from data */
     const char *log_path;       /* CSV log, rewritten atomically at each row; NULL: stdout only */
     const char *tokenizer_path; /* file holding FORMAT.md's tokenizer JSON, or NULL */
+    const char *init_path;      /* start from these weights (gpt2 model file) instead of a random init */
     sl_train_hparams h;
     int f16;
     uint64_t eval_every;   /* log a row every this many steps (and at the end) */

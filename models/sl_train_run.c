@@ -37,7 +37,7 @@ static void add_hex(struct json_object *o, const char *key, uint64_t h)
 }
 
 static char *identity_json(const sl_train_run_opts *o, const sl_train_config *cfg, const sl_tokfile *train,
-                           const sl_train_model *teacher)
+                           const sl_train_model *teacher, const sl_train_model *init)
 {
     const sl_train_hparams *h = &o->h;
     struct json_object *j = json_object_new_object();
@@ -61,6 +61,7 @@ static char *identity_json(const sl_train_run_opts *o, const sl_train_config *cf
     json_object_object_add(j, "train_tokens", json_object_new_int64((int64_t)train->n_tokens));
     add_hex(j, "train_hash", fnv_bytes(train->ids, train->n_tokens * sizeof(int32_t)));
     if (teacher) add_hex(j, "teacher_hash", fnv_bytes(teacher->params_mem, teacher->n_params * sizeof(float)));
+    if (init) add_hex(j, "init_hash", fnv_bytes(init->params_mem, init->n_params * sizeof(float)));
     char *s = strdup(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
     json_object_put(j);
     return s;
@@ -161,17 +162,35 @@ int sl_train_run(const sl_train_run_opts *o)
     int B = h->batch, T = h->seq, rc;
     sl_train_config cfg;
     sl_tokfile *train = NULL, *valid = NULL;
-    sl_train_model *m = NULL, *teacher = NULL;
+    sl_train_model *m = NULL, *teacher = NULL, *init = NULL;
     char *tokenizer = NULL, *ckpt_path = NULL, *training = NULL;
     int *inputs = NULL, *targets = NULL;
     gsl_rng *r = NULL;
     sl_train_ckpt_state st = {0};
 
-    if ((rc = sl_train_config_parse(o->config_json, &cfg))) return rc;
-    if (T > cfg.max_seq_len) return sl_fail(SL_EINPUT, "--seq %d exceeds the config's max_seq_len %d", T, cfg.max_seq_len);
-    if ((h->objective != SL_OBJ_CE) != (o->teacher_path != NULL))
-        return sl_fail(SL_EINPUT, "objective %s %s a teacher", sl_train_objective_name(h->objective),
-                       o->teacher_path ? "does not take" : "needs");
+    if (o->init_path) {
+        /* The starting weights define the architecture; a --config given too must agree. */
+        if ((rc = sl_train_import(o->init_path, B, T > 0 ? T : 1, &init, NULL))) return rc;
+        cfg = init->cfg;
+        sl_train_config given;
+        if (o->config_json && (rc = sl_train_config_parse(o->config_json, &given)) == 0 &&
+            memcmp(&given, &cfg, sizeof cfg) != 0)
+            rc = sl_fail(SL_EINPUT, "--config differs from the architecture of --init %s", o->init_path);
+        if (rc) goto done;
+    } else if (!o->config_json) {
+        return sl_fail(SL_EINPUT, "--config JSON (or --init MODEL) is required");
+    } else if ((rc = sl_train_config_parse(o->config_json, &cfg))) {
+        return rc;
+    }
+    if (T > cfg.max_seq_len) {
+        rc = sl_fail(SL_EINPUT, "--seq %d exceeds the config's max_seq_len %d", T, cfg.max_seq_len);
+        goto done;
+    }
+    if ((h->objective != SL_OBJ_CE) != (o->teacher_path != NULL)) {
+        rc = sl_fail(SL_EINPUT, "objective %s %s a teacher", sl_train_objective_name(h->objective),
+                     o->teacher_path ? "does not take" : "needs");
+        goto done;
+    }
     if ((rc = sl_tokfile_read(o->train_path, &train))) goto done;
     if ((rc = sl_tokfile_read(o->valid_path, &valid))) goto done;
     const sl_tokfile *tfs[2] = {train, valid};
@@ -228,8 +247,9 @@ int sl_train_run(const sl_train_run_opts *o)
         rc = SL_EFAIL;
         goto done;
     }
-    sl_train_init(m, h->seed);
-    st.identity = identity_json(o, &cfg, train, teacher);
+    if (init) memcpy(m->params_mem, init->params_mem, m->n_params * sizeof(float));
+    else sl_train_init(m, h->seed);
+    st.identity = identity_json(o, &cfg, train, teacher, init);
     if (ckpt_path && access(ckpt_path, F_OK) == 0) {
         if ((rc = sl_train_ckpt_load(ckpt_path, m, &st))) goto done;
         if (st.step > h->steps) {
@@ -319,6 +339,18 @@ int sl_train_run(const sl_train_run_opts *o)
         }
     }
     if (isnan(ev.ce)) ev = evaluate(m, teacher, valid, B, T, eval_batches, inputs, targets);
+    if (h->steps == 0) {
+        /* --steps 0 evaluates the starting weights (e.g. --init with a teacher: their TV to it). */
+        char row[512], kl[32] = "", tv[32] = "";
+        if (teacher) {
+            snprintf(kl, sizeof kl, "%.6f", ev.kl);
+            snprintf(tv, sizeof tv, "%.6f", ev.tv);
+        }
+        snprintf(row, sizeof row, "0,0,0,,,%.6f,%.6f,%s,%s,0.0,0\n", ev.ce, ev.ce / M_LN2, kl, tv);
+        if ((rc = append(&st.log, row))) goto done;
+        if (o->out) fputs(row, o->out);
+        if (o->log_path && (rc = write_log(o->log_path, st.log))) goto done;
+    }
 
     /* Export: the training record for FORMAT.md's `training` metadata. */
     {
@@ -330,6 +362,7 @@ int sl_train_run(const sl_train_run_opts *o)
         json_object_object_add(j, "train_file", json_object_new_string(o->train_path));
         json_object_object_add(j, "valid_file", json_object_new_string(o->valid_path));
         if (o->teacher_path) json_object_object_add(j, "teacher", json_object_new_string(o->teacher_path));
+        if (o->init_path) json_object_object_add(j, "init", json_object_new_string(o->init_path));
         json_object_object_add(j, "tokens_seen", json_object_new_int64((int64_t)st.tokens_seen));
         json_object_object_add(j, "wall_time_s", sl_train_json_double(round(st.wall_s * 10) / 10));
         json_object_object_add(j, "threads", json_object_new_int(omp_get_max_threads()));
@@ -356,6 +389,7 @@ done:
     free(ckpt_path);
     sl_train_model_free(m);
     sl_train_model_free(teacher);
+    sl_train_model_free(init);
     sl_tokfile_free(train);
     sl_tokfile_free(valid);
     return rc;

@@ -29,7 +29,7 @@ static void usage(FILE *f, int distill)
             "          [--batch B] [--seq T] [--accum K] [--lr LR] [--warmup N] [--min-lr-frac F]\n"
             "          [--weight-decay WD] [--beta1 B1] [--beta2 B2] [--clip G] [--seed S]\n"
             "          [--checkpoint DIR] [--ckpt-every N] [--eval-every N] [--eval-batches N] [--log FILE.csv]\n"
-            "          [--dtype f32|f16] [--tokenizer FILE.json] [--threads N] [--stop-at STEP]\n"
+            "          [--dtype f32|f16] [--tokenizer FILE.json] [--init MODEL] [--threads N] [--stop-at STEP]\n"
             "\n"
             "%s"
             "  --config      student architecture, e.g. '{\"n_layer\":6,\"n_head\":8,\"d_model\":256,\"d_ff\":1024,\n"
@@ -45,6 +45,9 @@ static void usage(FILE *f, int distill)
             "                every N steps (steps/10); --eval-batches validation batches per row (8)\n"
             "  --dtype       weights stored in the output file (f32)\n"
             "  --tokenizer   JSON file with FORMAT.md's tokenizer object, stored in the output's metadata\n"
+            "                (distill copies the teacher's tokenizer when this is absent)\n"
+            "  --init        start from this model's weights (its architecture; --config may be omitted);\n"
+            "                with --steps 0 the run only evaluates them (distill: their KL and TV to the teacher)\n"
             "  --threads     OpenMP threads (default: all cores); results do not depend on it\n"
             "  --stop-at     stop after this step with a checkpoint and no export (to test resumption)\n"
             "Interrupt (Ctrl-C, SIGTERM) finishes the current step, writes a checkpoint and exits 1.\n",
@@ -61,7 +64,7 @@ int sl_train_cli(int argc, char **argv, int distill)
     enum {
         O_TRAIN = 1000, O_VALID, O_CONFIG, O_STEPS, O_BATCH, O_SEQ, O_ACCUM, O_LR, O_WARMUP, O_MINLR, O_WD, O_B1,
         O_B2, O_CLIP, O_SEED, O_CKPT, O_CKPT_EVERY, O_EVAL_EVERY, O_EVAL_BATCHES, O_LOG, O_OUT, O_DTYPE, O_TOK,
-        O_THREADS, O_STOP, O_TEACHER, O_OBJ, O_HELP
+        O_THREADS, O_STOP, O_TEACHER, O_OBJ, O_INIT, O_HELP
     };
     static const struct option opts[] = {
         {"train", 1, 0, O_TRAIN}, {"valid", 1, 0, O_VALID}, {"config", 1, 0, O_CONFIG}, {"steps", 1, 0, O_STEPS},
@@ -71,7 +74,7 @@ int sl_train_cli(int argc, char **argv, int distill)
         {"checkpoint", 1, 0, O_CKPT}, {"ckpt-every", 1, 0, O_CKPT_EVERY}, {"eval-every", 1, 0, O_EVAL_EVERY},
         {"eval-batches", 1, 0, O_EVAL_BATCHES}, {"log", 1, 0, O_LOG}, {"out", 1, 0, O_OUT},
         {"dtype", 1, 0, O_DTYPE}, {"tokenizer", 1, 0, O_TOK}, {"threads", 1, 0, O_THREADS},
-        {"stop-at", 1, 0, O_STOP}, {"teacher", 1, 0, O_TEACHER}, {"objective", 1, 0, O_OBJ},
+        {"stop-at", 1, 0, O_STOP}, {"teacher", 1, 0, O_TEACHER}, {"objective", 1, 0, O_OBJ}, {"init", 1, 0, O_INIT},
         {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
     sl_train_run_opts o;
     memset(&o, 0, sizeof o);
@@ -94,8 +97,9 @@ int sl_train_cli(int argc, char **argv, int distill)
         case O_LOG: o.log_path = optarg; break;
         case O_TOK: o.tokenizer_path = optarg; break;
         case O_TEACHER: o.teacher_path = optarg; break;
+        case O_INIT: o.init_path = optarg; break;
         case O_STEPS:
-            if (!(rc = sl_cli_long_in("--steps", optarg, 1, 1000000000L, &v))) o.h.steps = (uint64_t)v, have_steps = 1;
+            if (!(rc = sl_cli_long_in("--steps", optarg, 0, 1000000000L, &v))) o.h.steps = (uint64_t)v, have_steps = 1;
             break;
         case O_BATCH: if (!(rc = sl_cli_long_in("--batch", optarg, 1, 65536, &v))) o.h.batch = (int)v; break;
         case O_SEQ: if (!(rc = sl_cli_long_in("--seq", optarg, 1, 65536, &v))) o.h.seq = (int)v; break;
@@ -142,7 +146,7 @@ int sl_train_cli(int argc, char **argv, int distill)
     if (optind < argc) return sl_fail(SL_EINPUT, "unexpected argument '%s'", argv[optind]);
     if (!o.train_path) return sl_fail(SL_EINPUT, "--train FILE.tok is required");
     if (!o.valid_path) return sl_fail(SL_EINPUT, "--valid FILE.tok is required");
-    if (!o.config_json) return sl_fail(SL_EINPUT, "--config JSON is required");
+    if (!o.config_json && !o.init_path) return sl_fail(SL_EINPUT, "--config JSON (or --init MODEL) is required");
     if (!o.out_path) return sl_fail(SL_EINPUT, "--out MODEL.safetensors is required");
     if (!have_steps) return sl_fail(SL_EINPUT, "--steps N is required");
     if (distill) {

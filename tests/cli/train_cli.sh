@@ -95,6 +95,15 @@ for obj in kl tv; do
   /usr/bin/python3 -c "import sys; f,l=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if l < 0.25 and l < f/2 else 1)" "$first" "$last" \
     && ok "distill $obj: val_tv $first -> $last" || bad "distill $obj: val_tv $first -> $last"
 done
+# --init with --steps 0 only evaluates: the teacher scored against itself has KL = 0 and TV ~ 0
+# (1 - sum p in float: rounding only, < 1e-5), and the written copy keeps its weights.
+"$S" distill "${BASE[@]}" --init "$T/teacher.st" --steps 0 --teacher "$T/teacher.st" --objective tv --out "$T/self.st" >"$T/self.csv" 2>"$T/err" \
+  || bad "evaluation-only run: $(cat "$T/err")"
+row=$(tail -1 "$T/self.csv")
+/usr/bin/python3 -c "import sys; r=sys.argv[1].split(','); sys.exit(0 if r[0]=='0' and abs(float(r[7]))<1e-6 and float(r[8])<1e-5 else 1)" "$row" \
+  && ok "teacher vs itself: KL 0, TV 0 ($row)" || bad "teacher vs itself: $row"
+[ "$(tensors "$T/teacher.st")" = "$(tensors "$T/self.st")" ] && ok "--steps 0 keeps the weights" || bad "--steps 0 changed the weights"
+expect_2 "--init with a different --config" "differs" train "${BASE[@]}" --init "$T/teacher.st" --config "$CFG32" --steps 1 --out "$T/x2.st"
 "$S" train --help | grep -q "usage: speclab train" && ok "train --help" || bad "train --help"
 "$S" distill --help | grep -q "objective kl|tv" && ok "distill --help" || bad "distill --help"
 exit $fail
