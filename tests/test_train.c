@@ -261,10 +261,11 @@ Test(train, gradients_tv) { check_gradients(1, SL_OBJ_TV, 1e-7); }
  * gradients with 1 and 2 threads are bitwise equal. */
 Test(train, thread_count_does_not_change_gradients)
 {
-    sl_train_config cfg = {.vocab_size = 40, .n_layer = 2, .n_head = 4, .d_model = 32, .d_ff = 80,
-                           .max_seq_len = 16, .norm_eps = 1e-5f, .tied_embeddings = 1};
-    int B = 3, T = 16, inp[48], tgt[48];
-    for (int i = 0; i < B * T; i++) inp[i] = (i * 7) % 40, tgt[i] = (i * 11 + 3) % 40;
+    /* Sizes past the 128-row matmul blocks: B*T = 160 rows, 3C = 192 and V = 200 weight rows. */
+    sl_train_config cfg = {.vocab_size = 200, .n_layer = 2, .n_head = 4, .d_model = 64, .d_ff = 160,
+                           .max_seq_len = 32, .norm_eps = 1e-5f, .tied_embeddings = 1};
+    int B = 5, T = 32, inp[160], tgt[160];
+    for (int i = 0; i < B * T; i++) inp[i] = (i * 7) % 200, tgt[i] = (i * 11 + 3) % 200;
     float *g[2];
     int saved = omp_get_max_threads();
     for (int k = 0; k < 2; k++) {

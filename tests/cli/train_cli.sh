@@ -86,6 +86,13 @@ for sig in TERM KILL; do
   [ "$(cut -d, -f1-9 "$T/ref.csv")" = "$(cut -d, -f1-9 "$T/$sig.csv")" ] && ok "SIG$sig log equals the reference" || bad "SIG$sig log differs"
 done
 
+# Same bytes whatever the thread count (fixed matmul blocks, fixed summation orders); batch 24 x 16
+# = 384 rows, so the matmuls span several 128-row blocks.
+for t in 1 2; do
+  "$S" train "${BASE[@]}" --batch 24 --config "$CFG" --steps 30 --eval-every 30 --threads $t --out "$T/thr$t.st" >/dev/null 2>&1 || bad "--threads $t"
+done
+[ "$(tensors "$T/thr1.st")" = "$(tensors "$T/thr2.st")" ] && ok "--threads 1 and 2 give the same weights" || bad "weights depend on --threads"
+
 # Distillation lowers the TV distance to the teacher (mean 1 - beta on validation text), both objectives.
 for obj in kl tv; do
   "$S" distill "${BASE[@]}" --config "$CFG" --steps 150 --eval-every 10 --teacher "$T/teacher.st" --objective $obj \
