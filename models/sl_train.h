@@ -190,19 +190,19 @@ typedef struct {
     uint32_t vocab_size;
     uint64_t n_tokens;
     int32_t *ids; /* (n_tokens) */
-} sl_tokfile;
-int sl_tokfile_read(const char *path, sl_tokfile **out); /* SL_EINPUT on a bad or empty file */
-void sl_tokfile_free(sl_tokfile *tf);
+} sl_train_tokens;
+int sl_train_tokens_read(const char *path, sl_train_tokens **out); /* SL_EINPUT on a bad or empty file */
+void sl_train_tokens_free(sl_train_tokens *tf);
 /* Writes a token file (tests and tools). */
-int sl_tokfile_write(const char *path, uint32_t vocab_size, int bytes_per_id, const int32_t *ids, uint64_t n);
+int sl_train_tokens_write(const char *path, uint32_t vocab_size, int bytes_per_id, const int32_t *ids, uint64_t n);
 
 /* Training batch of optimiser step `step`, micro-batch `micro`: row b is the window starting at
  * a uniform offset drawn from (seed, SL_STREAM_DATA, (step*accum + micro)*B + b), so a batch depends
  * on (seed, step) only and a resumed run sees the same data. inputs/targets (B, T); needs
  * n_tokens >= T + 1. */
-void sl_tokfile_batch(const sl_tokfile *tf, uint64_t seed, uint64_t step, int micro, int accum, int B, int T,
+void sl_train_tokens_batch(const sl_train_tokens *tf, uint64_t seed, uint64_t step, int micro, int accum, int B, int T,
                       int *inputs, int *targets, gsl_rng *r);
 /* Validation batch k of n_batches: evenly spaced windows over the whole file. */
-void sl_tokfile_eval_batch(const sl_tokfile *tf, int k, int n_batches, int B, int T, int *inputs, int *targets);
+void sl_train_tokens_eval_batch(const sl_train_tokens *tf, int k, int n_batches, int B, int T, int *inputs, int *targets);
 
 #endif

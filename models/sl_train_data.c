@@ -16,7 +16,7 @@ static const unsigned char tok_magic[8] = {'S', 'L', 'T', 'O', 'K', 0, 0, 1};
 static uint32_t rd_u32(const unsigned char *p) { return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 static uint64_t rd_u64(const unsigned char *p) { return rd_u32(p) | (uint64_t)rd_u32(p + 4) << 32; }
 
-int sl_tokfile_read(const char *path, sl_tokfile **out)
+int sl_train_tokens_read(const char *path, sl_train_tokens **out)
 {
     *out = NULL;
     FILE *f = fopen(path, "rb");
@@ -56,20 +56,20 @@ int sl_tokfile_read(const char *path, sl_tokfile **out)
                        path, size, (unsigned long long)n, bpi, (unsigned long long)(TOK_HEADER_BYTES + n * bpi));
     }
     fseek(f, TOK_HEADER_BYTES, SEEK_SET);
-    sl_tokfile *tf = sl_calloc(1, sizeof *tf);
+    sl_train_tokens *tf = sl_calloc(1, sizeof *tf);
     unsigned char *raw = sl_malloc(n * bpi);
     if (tf) tf->ids = sl_malloc(n * sizeof(int32_t));
     if (tf) tf->path = strdup(path);
     if (!tf || !raw || !tf->ids || !tf->path) {
         fclose(f);
         free(raw);
-        sl_tokfile_free(tf);
+        sl_train_tokens_free(tf);
         return SL_EFAIL;
     }
     if (fread(raw, bpi, n, f) != n) {
         fclose(f);
         free(raw);
-        sl_tokfile_free(tf);
+        sl_train_tokens_free(tf);
         return sl_fail(SL_EINPUT, "token file %s: short read", path);
     }
     fclose(f);
@@ -77,7 +77,7 @@ int sl_tokfile_read(const char *path, sl_tokfile **out)
         uint32_t id = bpi == 2 ? (uint32_t)(raw[2 * i] | raw[2 * i + 1] << 8) : rd_u32(raw + 4 * i);
         if (id >= V) {
             free(raw);
-            sl_tokfile_free(tf);
+            sl_train_tokens_free(tf);
             return sl_fail(SL_EINPUT, "token file %s: id %u at position %llu is >= vocab_size %u", path, id,
                            (unsigned long long)i, V);
         }
@@ -90,7 +90,7 @@ int sl_tokfile_read(const char *path, sl_tokfile **out)
     return SL_OK;
 }
 
-void sl_tokfile_free(sl_tokfile *tf)
+void sl_train_tokens_free(sl_train_tokens *tf)
 {
     if (!tf) return;
     free(tf->ids);
@@ -98,7 +98,7 @@ void sl_tokfile_free(sl_tokfile *tf)
     free(tf);
 }
 
-int sl_tokfile_write(const char *path, uint32_t vocab_size, int bpi, const int32_t *ids, uint64_t n)
+int sl_train_tokens_write(const char *path, uint32_t vocab_size, int bpi, const int32_t *ids, uint64_t n)
 {
     sl_atomic_file af;
     int rc = sl_atomic_open(&af, path);
@@ -121,7 +121,7 @@ int sl_tokfile_write(const char *path, uint32_t vocab_size, int bpi, const int32
     return sl_atomic_commit(&af);
 }
 
-void sl_tokfile_batch(const sl_tokfile *tf, uint64_t seed, uint64_t step, int micro, int accum, int B, int T,
+void sl_train_tokens_batch(const sl_train_tokens *tf, uint64_t seed, uint64_t step, int micro, int accum, int B, int T,
                       int *inputs, int *targets, gsl_rng *r)
 {
     uint64_t span = tf->n_tokens - (uint64_t)T; /* offsets 0 .. n - T - 1 leave room for the targets */
@@ -137,7 +137,7 @@ void sl_tokfile_batch(const sl_tokfile *tf, uint64_t seed, uint64_t step, int mi
     }
 }
 
-void sl_tokfile_eval_batch(const sl_tokfile *tf, int k, int n_batches, int B, int T, int *inputs, int *targets)
+void sl_train_tokens_eval_batch(const sl_train_tokens *tf, int k, int n_batches, int B, int T, int *inputs, int *targets)
 {
     uint64_t last = tf->n_tokens - (uint64_t)T - 1; /* largest valid offset */
     uint64_t n_windows = (uint64_t)n_batches * B;

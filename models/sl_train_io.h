@@ -13,7 +13,7 @@
  *   uint64 len + bytes: the log so far (CSV text),
  *   float32 params[n_params], float32 adam_m[n_params], float32 adam_v[n_params],
  *   uint64 FNV-1a 64 of every byte before it.
- * The random state is (seed, step): batches are a function of them (sl_tokfile_batch), so the
+ * The random state is (seed, step): batches are a function of them (sl_train_tokens_batch), so the
  * checkpoint needs nothing more to continue the exact same run.
  */
 #ifndef SL_TRAIN_IO_H

@@ -36,7 +36,7 @@ static void add_hex(struct json_object *o, const char *key, uint64_t h)
     json_object_object_add(o, key, json_object_new_string(s));
 }
 
-static char *identity_json(const sl_train_run_opts *o, const sl_train_config *cfg, const sl_tokfile *train,
+static char *identity_json(const sl_train_run_opts *o, const sl_train_config *cfg, const sl_train_tokens *train,
                            const sl_train_model *teacher, const sl_train_model *init)
 {
     const sl_train_hparams *h = &o->h;
@@ -120,12 +120,12 @@ typedef struct {
     double ce, kl, tv;
 } eval_result;
 
-static eval_result evaluate(sl_train_model *m, sl_train_model *teacher, const sl_tokfile *valid, int B, int T,
+static eval_result evaluate(sl_train_model *m, sl_train_model *teacher, const sl_train_tokens *valid, int B, int T,
                             int nb, int *inputs, int *targets)
 {
     eval_result r = {0, 0, 0};
     for (int k = 0; k < nb; k++) {
-        sl_tokfile_eval_batch(valid, k, nb, B, T, inputs, targets);
+        sl_train_tokens_eval_batch(valid, k, nb, B, T, inputs, targets);
         sl_train_forward(m, inputs, B, T);
         r.ce += sl_train_loss(m, SL_OBJ_CE, targets, NULL, B, T, 0.0f) / nb;
         if (teacher) {
@@ -161,7 +161,7 @@ int sl_train_run(const sl_train_run_opts *o)
     const sl_train_hparams *h = &o->h;
     int B = h->batch, T = h->seq, rc;
     sl_train_config cfg;
-    sl_tokfile *train = NULL, *valid = NULL;
+    sl_train_tokens *train = NULL, *valid = NULL;
     sl_train_model *m = NULL, *teacher = NULL, *init = NULL;
     char *tokenizer = NULL, *ckpt_path = NULL, *training = NULL;
     int *inputs = NULL, *targets = NULL;
@@ -191,9 +191,9 @@ int sl_train_run(const sl_train_run_opts *o)
                      o->teacher_path ? "does not take" : "needs");
         goto done;
     }
-    if ((rc = sl_tokfile_read(o->train_path, &train))) goto done;
-    if ((rc = sl_tokfile_read(o->valid_path, &valid))) goto done;
-    const sl_tokfile *tfs[2] = {train, valid};
+    if ((rc = sl_train_tokens_read(o->train_path, &train))) goto done;
+    if ((rc = sl_train_tokens_read(o->valid_path, &valid))) goto done;
+    const sl_train_tokens *tfs[2] = {train, valid};
     for (int i = 0; i < 2; i++) {
         if ((int)tfs[i]->vocab_size != cfg.vocab_size) {
             rc = sl_fail(SL_EINPUT, "vocabulary mismatch: %s has vocab_size %u, the config %d", tfs[i]->path,
@@ -282,7 +282,7 @@ int sl_train_run(const sl_train_run_opts *o)
         sl_train_zero_grad(m);
         double loss = 0;
         for (int mb = 0; mb < h->accum; mb++) {
-            sl_tokfile_batch(train, h->seed, step, mb, h->accum, B, T, inputs, targets, r);
+            sl_train_tokens_batch(train, h->seed, step, mb, h->accum, B, T, inputs, targets, r);
             sl_train_forward(m, inputs, B, T);
             if (teacher) sl_train_forward(teacher, inputs, B, T);
             loss += sl_train_loss(m, h->objective, targets, teacher ? teacher->acts.logits : NULL, B, T,
@@ -390,7 +390,7 @@ done:
     sl_train_model_free(m);
     sl_train_model_free(teacher);
     sl_train_model_free(init);
-    sl_tokfile_free(train);
-    sl_tokfile_free(valid);
+    sl_train_tokens_free(train);
+    sl_train_tokens_free(valid);
     return rc;
 }

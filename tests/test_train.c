@@ -395,31 +395,31 @@ Test(train, tokfile_roundtrip_and_bad_files, .init = mk_tmpdir, .fini = rm_tmpdi
     int32_t ids[100];
     for (int i = 0; i < 100; i++) ids[i] = (i * 37) % 300;
     for (int bpi = 2; bpi <= 4; bpi += 2) {
-        cr_assert_eq(sl_tokfile_write(tmp_path("a.tok"), 300, bpi, ids, 100), 0);
-        sl_tokfile *tf;
-        cr_assert_eq(sl_tokfile_read(tmp_path("a.tok"), &tf), 0, "%s", sl_errmsg());
+        cr_assert_eq(sl_train_tokens_write(tmp_path("a.tok"), 300, bpi, ids, 100), 0);
+        sl_train_tokens *tf;
+        cr_assert_eq(sl_train_tokens_read(tmp_path("a.tok"), &tf), 0, "%s", sl_errmsg());
         cr_assert_eq(tf->vocab_size, 300);
         cr_assert_eq(tf->n_tokens, 100);
         cr_assert(memcmp(tf->ids, ids, sizeof ids) == 0);
-        sl_tokfile_free(tf);
+        sl_train_tokens_free(tf);
     }
-    sl_tokfile *tf = NULL;
+    sl_train_tokens *tf = NULL;
     /* Empty file, no tokens, an id beyond the vocabulary, a truncated body, wrong magic. */
     FILE *f = fopen(tmp_path("empty.tok"), "wb");
     fclose(f);
-    cr_assert_eq(sl_tokfile_read(tmp_path("empty.tok"), &tf), SL_EINPUT);
+    cr_assert_eq(sl_train_tokens_read(tmp_path("empty.tok"), &tf), SL_EINPUT);
     cr_assert(strstr(sl_errmsg(), "empty") != NULL, "%s", sl_errmsg());
-    cr_assert_eq(sl_tokfile_write(tmp_path("zero.tok"), 300, 2, ids, 0), 0);
-    cr_assert_eq(sl_tokfile_read(tmp_path("zero.tok"), &tf), SL_EINPUT);
-    cr_assert_eq(sl_tokfile_write(tmp_path("big.tok"), 200, 2, ids, 100), 0);
-    cr_assert_eq(sl_tokfile_read(tmp_path("big.tok"), &tf), SL_EINPUT);
+    cr_assert_eq(sl_train_tokens_write(tmp_path("zero.tok"), 300, 2, ids, 0), 0);
+    cr_assert_eq(sl_train_tokens_read(tmp_path("zero.tok"), &tf), SL_EINPUT);
+    cr_assert_eq(sl_train_tokens_write(tmp_path("big.tok"), 200, 2, ids, 100), 0);
+    cr_assert_eq(sl_train_tokens_read(tmp_path("big.tok"), &tf), SL_EINPUT);
     cr_assert(strstr(sl_errmsg(), ">= vocab_size 200") != NULL, "%s", sl_errmsg());
     cr_assert_eq(truncate(tmp_path("a.tok"), 24 + 4 * 50), 0);
-    cr_assert_eq(sl_tokfile_read(tmp_path("a.tok"), &tf), SL_EINPUT);
+    cr_assert_eq(sl_train_tokens_read(tmp_path("a.tok"), &tf), SL_EINPUT);
     f = fopen(tmp_path("junk.tok"), "wb");
     fputs("this is not a token file at all", f);
     fclose(f);
-    cr_assert_eq(sl_tokfile_read(tmp_path("junk.tok"), &tf), SL_EINPUT);
+    cr_assert_eq(sl_train_tokens_read(tmp_path("junk.tok"), &tf), SL_EINPUT);
     cr_assert_null(tf);
 }
 
@@ -460,8 +460,8 @@ static void write_repetitive_corpus(const char *train, const char *valid)
     for (int i = 0; i < 23; i++) pat[i] = (int32_t)(sl_rng_uniform53(r) * 64);
     gsl_rng_free(r);
     for (int i = 0; i < 23 * 200; i++) ids[i] = pat[i % 23];
-    cr_assert_eq(sl_tokfile_write(train, 64, 2, ids, 23 * 200), 0);
-    cr_assert_eq(sl_tokfile_write(valid, 64, 4, ids + 5, 23 * 20), 0);
+    cr_assert_eq(sl_train_tokens_write(train, 64, 2, ids, 23 * 200), 0);
+    cr_assert_eq(sl_train_tokens_write(valid, 64, 4, ids + 5, 23 * 20), 0);
 }
 
 static sl_train_run_opts tiny_run(void)
@@ -530,17 +530,17 @@ Test(train, loss_falls_on_repetitive_corpus, .init = mk_tmpdir, .fini = rm_tmpdi
     sl_train_config cfg;
     cr_assert_eq(sl_train_config_parse(o.config_json, &cfg), 0);
     sl_train_model *m = sl_train_model_alloc(&cfg, 8, 16, 1);
-    sl_tokfile *tf;
-    cr_assert_eq(sl_tokfile_read(o.train_path, &tf), 0);
+    sl_train_tokens *tf;
+    cr_assert_eq(sl_train_tokens_read(o.train_path, &tf), 0);
     int inp[128], tgt[128];
     gsl_rng *r = sl_rng_alloc(1, SL_STREAM_DATA, 0);
-    sl_tokfile_batch(tf, 5, 0, 0, 1, 8, 16, inp, tgt, r);
+    sl_train_tokens_batch(tf, 5, 0, 0, 1, 8, 16, inp, tgt, r);
     sl_train_init(m, 5);
     sl_train_forward(m, inp, 8, 16);
     double l0 = sl_train_loss(m, SL_OBJ_CE, tgt, NULL, 8, 16, 1.0f);
     cr_assert(l0 > 4.0 && l0 < 4.3, "initial loss %g, expected ~ln 64 = 4.16", l0);
     gsl_rng_free(r);
-    sl_tokfile_free(tf);
+    sl_train_tokens_free(tf);
     sl_train_model_free(m);
 }
 
