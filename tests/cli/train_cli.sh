@@ -86,6 +86,16 @@ for sig in TERM KILL; do
   [ "$(cut -d, -f1-9 "$T/ref.csv")" = "$(cut -d, -f1-9 "$T/$sig.csv")" ] && ok "SIG$sig log equals the reference" || bad "SIG$sig log differs"
 done
 
+# --tokenizer stores FORMAT.md's tokenizer JSON in the metadata; distill copies the teacher's.
+printf '{"type":"byte-bpe","vocab":["a","b"],"merges":[],"special":{}}' >"$T/tok.json"
+printf 'not json' >"$T/bad.json"
+meta() { /usr/bin/python3 -c 'import sys,json,struct; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; print(json.loads(b[8:8+n])["__metadata__"].get(sys.argv[2], "(absent)"))' "$1" "$2"; }
+"$S" train "${BASE[@]}" --config "$CFG" --steps 3 --tokenizer "$T/tok.json" --out "$T/tk.st" >/dev/null 2>&1
+[ "$(meta "$T/tk.st" tokenizer)" = "$(cat "$T/tok.json")" ] && ok "--tokenizer stored" || bad "--tokenizer: $(meta "$T/tk.st" tokenizer)"
+"$S" distill "${BASE[@]}" --config "$CFG" --steps 2 --teacher "$T/tk.st" --objective kl --out "$T/tk2.st" >/dev/null 2>&1
+[ "$(meta "$T/tk2.st" tokenizer)" = "$(cat "$T/tok.json")" ] && ok "distill copies the teacher's tokenizer" || bad "distill tokenizer: $(meta "$T/tk2.st" tokenizer)"
+expect_2 "--tokenizer not JSON" "not a JSON object" train "${BASE[@]}" --config "$CFG" --steps 3 --tokenizer "$T/bad.json" --out "$T/x3.st"
+
 # Same bytes whatever the thread count (fixed matmul blocks, fixed summation orders); batch 24 x 16
 # = 384 rows, so the matmuls span several 128-row blocks.
 for t in 1 2; do
