@@ -264,9 +264,11 @@ int sl_mc_plan_alloc(const sl_mc_source *src, size_t gamma, const sl_spec_config
     pl->cfg = *cfg;
     pl->n_src = src->layout == SL_MC_IID ? 1 : src->layout == SL_MC_POSITIONAL ? gamma + 1 : src->n_rows;
     pl->n_win = src->layout == SL_MC_SLIDING ? pl->n_src + gamma : gamma + 1;
-    /* The wrong variants draw or resample differently from the tables, and lenient-t0 works on
-     * argmaxes: only the rules whose draws are exactly q, p and the residual use accelerators. */
-    pl->use_accel = cfg->rule == SL_RULE_EXACT || cfg->rule == SL_RULE_LENIENT || cfg->rule == SL_RULE_SAMPLER_MATCH;
+    /* The sampler uses a table only where it draws from exactly that pmf (the wrong variants that
+     * draw differently ignore them); the exception is the in-place variant, which edits p and then
+     * takes the residual of the edited p, so a precomputed table would hide its bug. lenient-t0
+     * works on argmaxes and never samples. */
+    pl->use_accel = cfg->rule != SL_BUG_P_INPLACE && cfg->rule != SL_RULE_LENIENT_T0;
     pl->p = sl_malloc(pl->n_src * V * sizeof *pl->p);
     pl->q = sl_malloc(pl->n_src * V * sizeof *pl->q);
     pl->wp = sl_malloc(pl->n_win * V * sizeof *pl->wp);

@@ -14,8 +14,8 @@
  * Reproducibility: iteration t draws from sl_rand_rng_reseed(seed, t), never from a thread id, and
  * every reduction is over integers, so results are the same bytes for any OpenMP thread count.
  * Speed: the run precomputes alias tables of q, p and the residual for every distinct row, so
- * each draw is O(1) after an O(V) set-up (for the exact, lenient and sampler-match rules; the
- * deliberately wrong variants run without accelerators because they draw differently).
+ * each draw is O(1) after an O(V) set-up (for every rule whose draws are plain draws from q, p or
+ * the residual; the wrong variants that draw otherwise do their own O(V) work, as they would).
  */
 #ifndef SL_MC_H
 #define SL_MC_H
