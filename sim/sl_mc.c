@@ -209,6 +209,8 @@ size_t sl_mc_plan_gamma(const sl_mc_plan *plan) { return plan->gamma; }
 size_t sl_mc_plan_rows(const sl_mc_plan *plan) { return plan->n_src; }
 const double *sl_mc_plan_p(const sl_mc_plan *plan, size_t row) { return plan->p + row * plan->V; }
 const double *sl_mc_plan_q(const sl_mc_plan *plan, size_t row) { return plan->q + row * plan->V; }
+sl_mc_layout sl_mc_plan_layout(const sl_mc_plan *plan) { return plan->layout; }
+const sl_spec_config *sl_mc_plan_config(const sl_mc_plan *plan) { return &plan->cfg; }
 
 /* Source row of window position i (0..gamma) for a window starting at s. */
 static size_t src_row(const sl_mc_plan *pl, size_t s, size_t i)

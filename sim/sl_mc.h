@@ -100,6 +100,8 @@ size_t sl_mc_plan_gamma(const sl_mc_plan *plan);
 size_t sl_mc_plan_rows(const sl_mc_plan *plan);
 const double *sl_mc_plan_p(const sl_mc_plan *plan, size_t row);
 const double *sl_mc_plan_q(const sl_mc_plan *plan, size_t row);
+sl_mc_layout sl_mc_plan_layout(const sl_mc_plan *plan);
+const sl_spec_config *sl_mc_plan_config(const sl_mc_plan *plan);
 
 typedef struct {
     size_t iterations;
