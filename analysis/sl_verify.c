@@ -13,7 +13,7 @@
 #include "sl_stats.h"
 
 #define JOINT_MAX_CELLS 4096
-#define MAX_TESTS (2 * SL_SPEC_GAMMA_MAX + 8)
+#define MAX_TESTS SL_VERIFY_MAX_TESTS
 
 typedef struct {
     char name[32];
@@ -85,6 +85,77 @@ static void product_pmf(const double *p, size_t V, int m, double *out)
 static int add_col(sl_table *t, const char *name, sl_coltype ty, const char *fmt)
 {
     return sl_table_add_col(t, name, ty, fmt);
+}
+
+int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t replications, sl_table **out,
+                         double *ks_min_p)
+{
+    *out = NULL;
+    *ks_min_p = 1;
+    if (replications < 2) return sl_fail(SL_EINPUT, "--replications: %zu, expected >= 2", replications);
+    double *pv = sl_malloc(replications * MAX_TESTS * sizeof *pv); /* (MAX_TESTS, replications) */
+    sl_verify_summary *s = sl_malloc(sizeof *s);
+    char names[MAX_TESTS][32];
+    size_t nrows = 0;
+    int rc = SL_OK;
+    if (!pv || !s) {
+        rc = SL_EFAIL;
+        goto done;
+    }
+    for (size_t r = 0; r < replications; r++) {
+        sl_verify_opts ro = *o;
+        ro.seed = o->seed + r;
+        sl_table *tabs[3];
+        size_t nt;
+        if ((rc = sl_verify_run(plan, &ro, tabs, &nt, s))) goto done;
+        for (size_t i = 0; i < nt; i++) sl_table_free(tabs[i]);
+        if (r == 0) {
+            nrows = s->n_rows;
+            memcpy(names, s->test_name, sizeof names);
+        }
+        for (size_t i = 0; i < nrows; i++) pv[i * replications + r] = s->p_value[i];
+    }
+    sl_table *t = sl_table_alloc("uniformity");
+    if (!t) {
+        rc = SL_EFAIL;
+        goto done;
+    }
+    add_col(t, "test", SL_COL_STRING, NULL);
+    add_col(t, "replications", SL_COL_INT, NULL);
+    add_col(t, "ks_d", SL_COL_DOUBLE, "%.4f");
+    add_col(t, "ks_p", SL_COL_DOUBLE, "%.4g");
+    add_col(t, "mean_p", SL_COL_DOUBLE, "%.4f");
+    add_col(t, "rejected_fraction", SL_COL_DOUBLE, "%.4f");
+    for (size_t i = 0; i < nrows; i++) {
+        /* Replications without data for this test (NaN) are left out. */
+        double *x = pv + i * replications, mean = 0, rej = 0;
+        size_t m = 0;
+        for (size_t r = 0; r < replications; r++)
+            if (!isnan(x[r])) {
+                x[m++] = x[r];
+                mean += x[r];
+                rej += x[r] <= o->level;
+            }
+        sl_table_add_row(t);
+        sl_table_set_string(t, 0, names[i]);
+        sl_table_set_int(t, 1, (int64_t)m);
+        if (m < 2) continue;
+        double D, p;
+        if ((rc = sl_stats_ks_uniform(x, m, &D, &p))) {
+            sl_table_free(t);
+            goto done;
+        }
+        sl_table_set_double(t, 2, D);
+        sl_table_set_double(t, 3, p);
+        sl_table_set_double(t, 4, mean / (double)m);
+        sl_table_set_double(t, 5, rej / (double)m);
+        *ks_min_p = fmin(*ks_min_p, p);
+    }
+    *out = t;
+done:
+    free(pv);
+    free(s);
+    return rc;
 }
 
 int sl_verify_power_table(double delta, double df, double a, double power, sl_table **out)
@@ -325,6 +396,11 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **ta
         sum->n_rejected += live_adj[j] <= o->level;
     }
     sum->n_tests = n_live;
+    sum->n_rows = nt;
+    for (size_t i = 0; i < nt; i++) {
+        snprintf(sum->test_name[i], sizeof sum->test_name[i], "%s", tests[i].name);
+        sum->p_value[i] = prim[i];
+    }
     sum->rejected = sum->n_rejected > 0;
     double power_level = o->level / (double)(n_live ? n_live : 1);
 

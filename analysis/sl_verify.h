@@ -49,7 +49,12 @@ typedef struct {
 
 #define SL_VERIFY_OPTS_DEFAULT ((sl_verify_opts){200000, 1, 0, 0.01, 0.05, 0, 20000})
 
+#define SL_VERIFY_MAX_TESTS (2 * SL_SPEC_GAMMA_MAX + 8)
+
 typedef struct {
+    size_t n_rows;                                /* tests built, with data or not */
+    char test_name[SL_VERIFY_MAX_TESTS][32];      /* (n_rows) */
+    double p_value[SL_VERIFY_MAX_TESTS];          /* (n_rows) primary p-value; NaN without data */
     size_t n_tests;
     size_t n_rejected;    /* tests with Holm-adjusted p <= level */
     double min_p_holm;
@@ -65,6 +70,15 @@ typedef struct {
  * owned by the caller. */
 int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **tables, size_t *n_tables,
                   sl_verify_summary *sum);
+
+/* Self-check: runs `replications` independent verifications (seeds seed, seed+1, ...) and tests
+ * each test's primary p-values against U(0,1) with Kolmogorov-Smirnov. Under a correct sampler
+ * they are uniform up to discreteness (the exact and Monte Carlo p-values of small counts are
+ * discrete and conservative: choose iterations large enough for the asymptotic path). One table
+ * (test, replications, ks_d, ks_p, mean_p, rejected_fraction at `level`). *ks_min_p receives the
+ * smallest KS p-value. */
+int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t replications, sl_table **out,
+                         double *ks_min_p);
 
 /* `--power`: observations needed for power `power` at level a with df degrees of freedom against
  * TV delta, as a one-row table (df, level, power, tv, lambda, n). */

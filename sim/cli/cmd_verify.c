@@ -40,6 +40,8 @@ static void usage(FILE *f)
             "  --two-sample        compare with plain target samples instead of the known pmf\n"
             "  --power             only print the n needed for power 0.9 against --tv at --level\n"
             "  --df K              degrees of freedom for --power (default vocab - 1)\n"
+            "  --replications R    self-check: R independent runs (seeds S..S+R-1); KS test of each test's\n"
+            "                      p-values against U(0,1)\n"
             "  --mc-sims M         Monte Carlo multinomial draws for small counts (default 20000)\n"
             "  --threads T         OpenMP threads, 0 = all; output is identical for any T\n"
             "  --format F          table | csv | json (default table)\n");
@@ -94,6 +96,7 @@ int sl_cmd_verify(int argc, char **argv)
         {"mc-sims", required_argument, 0, 'm'},  {"threads", required_argument, 0, 't'},
         {"format", required_argument, 0, 'F'},   {"p", required_argument, 0, 'p'},
         {"q", required_argument, 0, 'q'},        {"help", no_argument, 0, 'H'},
+        {"replications", required_argument, 0, 'R'},
         {0, 0, 0, 0},
     };
     sl_mc_family_params fp = SL_MC_FAMILY_DEFAULT;
@@ -102,7 +105,7 @@ int sl_cmd_verify(int argc, char **argv)
     sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
     sl_verify_opts vo = SL_VERIFY_OPTS_DEFAULT;
     sl_format fmt = SL_FMT_TABLE;
-    long lv, iterations = (long)vo.iterations, threads = 0, df = 0, sims = (long)vo.mc_sims;
+    long lv, iterations = (long)vo.iterations, threads = 0, df = 0, sims = (long)vo.mc_sims, reps = 0;
     int power_only = 0, have_family = 0, rc = SL_OK;
     double *pv = NULL, *qv = NULL;
     size_t np = 0, nq = 0;
@@ -134,6 +137,7 @@ int sl_cmd_verify(int argc, char **argv)
         case 'F': rc = sl_format_parse(optarg, &fmt); break;
         case 'p': free(pv); pv = NULL; rc = parse_list("--p", optarg, &pv, &np); break;
         case 'q': free(qv); qv = NULL; rc = parse_list("--q", optarg, &qv, &nq); break;
+        case 'R': rc = sl_cli_long_in("--replications", optarg, 2, 1000000, &reps); break;
         case 'H': usage(stdout); free(pv); free(qv); return 0;
         default:
             rc = sl_fail(SL_EINPUT, "unknown or incomplete option '%s' (speclab verify --help)", argv[optind - 1]);
@@ -185,6 +189,18 @@ int sl_cmd_verify(int argc, char **argv)
     }
     sl_mc_source src = sl_mc_rows_source(rows);
     sl_verify_summary sum;
+    if (reps > 0) {
+        /* Self-check: are the p-values uniform under this sampler? */
+        double ks_min;
+        if (!(rc = sl_mc_plan_alloc(&src, fp.gamma, &cfg, &plan)) &&
+            !(rc = sl_verify_uniformity(plan, &vo, (size_t)reps, &tables[0], &ks_min))) {
+            if (sl_table_write(tables[0], stdout, fmt)) rc = sl_fail(SL_EFAIL, "writing the report to stdout failed");
+            sl_table_free(tables[0]);
+        }
+        sl_mc_plan_free(plan);
+        sl_mc_rows_free(rows);
+        goto out;
+    }
     if (!(rc = sl_mc_plan_alloc(&src, fp.gamma, &cfg, &plan)) && !(rc = sl_verify_run(plan, &vo, tables, &nt, &sum))) {
         if (sl_report_write(tables, nt, stdout, fmt)) rc = sl_fail(SL_EFAIL, "writing the report to stdout failed");
         else if (sum.rejected)
