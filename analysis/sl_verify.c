@@ -214,7 +214,7 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **ta
         rc = SL_EFAIL;
         goto done;
     }
-    sl_mc_opts mo = {N, o->seed, o->threads, tok, nem};
+    sl_mc_opts mo = {N, o->seed, o->threads, tok, nem, 1}; /* the sampler's own code */
     sl_mc_result res;
     if ((rc = sl_mc_run(plan, &mo, &res))) goto done;
 

@@ -327,6 +327,41 @@ fail:
 
 /* ---- the loop ---- */
 
+/* sl_alias_sample_u, inlined: the same arithmetic, so the same token for the same u. */
+static inline size_t alias_u(const sl_alias *a, double u)
+{
+    double x = u * (double)a->V;
+    size_t col = (size_t)x;
+    if (col >= a->V) col = a->V - 1;
+    double frac = x - (double)col;
+    return frac < a->prob[col] ? col : a->alias[col];
+}
+
+/* One iteration of the exact or lenient rule, fused: the fast twin of sl_spec_draft followed by
+ * sl_spec_verify with accelerators. It consumes the draft, accept and resample streams exactly as
+ * they do (one draft uniform per drafted position, one accept uniform per tested position, one
+ * resample uniform for the residual or bonus token), except that it stops drafting at the first
+ * rejection: later draft uniforms would be thrown away, and each stream is reseeded per
+ * iteration, so nothing downstream changes. Returns the number of tokens emitted. */
+static size_t fused_iteration(const sl_mc_plan *pl, size_t s, sl_rand_rng *rr, int32_t *out)
+{
+    const size_t V = pl->V, gamma = pl->gamma;
+    const double scale = pl->cfg.rule == SL_RULE_LENIENT ? pl->cfg.lenience : 1.0;
+    for (size_t i = 0; i < gamma; i++) {
+        size_t r = src_row(pl, s, i);
+        const double *p = pl->p + r * V, *q = pl->q + r * V;
+        size_t x = alias_u(pl->qa[r], sl_rng_uniform53(rr->draft));
+        double thr = q[x] > 0 ? p[x] / (scale * q[x]) : (p[x] > 0 ? 1.0 : 0.0);
+        if (!(sl_rng_uniform53(rr->accept) < thr)) {
+            out[i] = (int32_t)alias_u(pl->ra[r], sl_rng_uniform53(rr->resample));
+            return i + 1;
+        }
+        out[i] = (int32_t)x;
+    }
+    out[gamma] = (int32_t)alias_u(pl->pa[src_row(pl, s, gamma)], sl_rng_uniform53(rr->resample));
+    return gamma + 1;
+}
+
 int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -334,6 +369,7 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
     if (o->threads < 0) return sl_fail(SL_EINPUT, "--threads: %d, expected >= 0", o->threads);
     const size_t V = pl->V, gamma = pl->gamma, N = o->iterations;
     const int need_pcopy = pl->cfg.rule == SL_BUG_P_INPLACE;
+    const int fused = !o->reference && pl->use_accel && (pl->cfg.rule == SL_RULE_EXACT || pl->cfg.rule == SL_RULE_LENIENT);
     int nt = o->threads > 0 ? o->threads : omp_get_max_threads();
     int status = SL_OK;
     char errbuf[512] = "";
@@ -355,8 +391,18 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
 #pragma omp for schedule(static)
         for (size_t t = 0; t < N; t++) {
             if (!ok) continue;
-            sl_rand_rng_reseed(&rr, o->seed, t);
             size_t s = window_start(pl, t);
+            sl_spec_outcome out;
+            if (fused) {
+                /* The three streams these rules use, seeded exactly as sl_rand_rng_reseed would. */
+                sl_rng_reseed(rr.draft, o->seed, SL_STREAM_DRAFT, t);
+                sl_rng_reseed(rr.accept, o->seed, SL_STREAM_ACCEPT, t);
+                sl_rng_reseed(rr.resample, o->seed, SL_STREAM_RESAMPLE, t);
+                out.n_emitted = fused_iteration(pl, s, &rr, out.tokens);
+                out.n_accepted = out.n_emitted - 1;
+                goto count;
+            }
+            sl_rand_rng_reseed(&rr, o->seed, t);
             const double *qw = pl->wq + s * V;
             double *pw = pl->wp + s * V;
             const sl_spec_accel *acc = pl->use_accel ? pl->accel + s : NULL;
@@ -367,12 +413,12 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
                 memcpy(pbuf, pw, (gamma + 1) * V * sizeof *pbuf);
                 pw = pbuf;
             }
-            sl_spec_outcome out;
             rc = sl_spec_verify(&pl->cfg, gamma, V, qw, pw, drafts, acc, &rr.base, w, &out);
             if (rc) {
                 ok = 0;
                 continue;
             }
+        count:;
             size_t k = out.n_emitted;
             hist[k]++;
             tok += k;

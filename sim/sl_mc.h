@@ -14,7 +14,8 @@
  * Reproducibility: iteration t draws from sl_rand_rng_reseed(seed, t), never from a thread id, and
  * every reduction is over integers, so results are the same bytes for any OpenMP thread count.
  * Speed: the run precomputes alias tables of q, p and the residual for every distinct row, so
- * each draw is O(1) after an O(V) set-up (for every rule whose draws are plain draws from q, p or
+ * each draw is O(1) after an O(V) set-up; for the exact and lenient rules a fused loop (the fast
+ * twin of sl_spec_draft + sl_spec_verify, bit-identical to them) avoids the per-call overhead (for every rule whose draws are plain draws from q, p or
  * the residual; the wrong variants that draw otherwise do their own O(V) work, as they would).
  */
 #ifndef SL_MC_H
@@ -109,6 +110,10 @@ typedef struct {
     int threads;         /* 0 = OpenMP's default */
     int32_t *tokens;     /* optional (iterations, gamma + 1): emitted tokens, unused slots -1 */
     uint8_t *n_emitted;  /* optional (iterations) */
+    int reference;       /* 1: every iteration through sl_spec_draft/sl_spec_verify. 0 (default): the
+                            exact and lenient rules take a fused loop that draws the same uniforms
+                            from the same streams in the same order, so its output is bit-identical
+                            (tests/test_mc.c checks it); `speclab verify` always uses the reference. */
 } sl_mc_opts;
 
 typedef struct {

@@ -79,7 +79,7 @@ Test(mc, simulation_matches_theory)
     const sl_mc_family fams[] = {SL_FAMILY_NOISY, SL_FAMILY_DIRICHLET, SL_FAMILY_ZIPF, SL_FAMILY_POSITIONAL};
     for (size_t f = 0; f < 4; f++) {
         sl_mc_plan *p = family_plan(fams[f], 300, 4, 0.4, SL_RULE_EXACT);
-        sl_mc_opts o = {50000, 3, 0, NULL, NULL};
+        sl_mc_opts o = {50000, 3, 0, NULL, NULL, 0};
         sl_mc_result r;
         cr_assert_eq(sl_mc_run(p, &o, &r), SL_OK);
         sl_mc_prediction pr;
@@ -109,7 +109,7 @@ Test(mc, thread_count_does_not_change_results)
     const size_t N = 20001;
     int32_t *t1 = calloc(N * 4, sizeof *t1), *t2 = calloc(N * 4, sizeof *t2);
     uint8_t *n1 = calloc(N, 1), *n2 = calloc(N, 1);
-    sl_mc_opts o1 = {N, 9, 1, t1, n1}, o2 = {N, 9, 2, t2, n2};
+    sl_mc_opts o1 = {N, 9, 1, t1, n1, 0}, o2 = {N, 9, 2, t2, n2, 0};
     sl_mc_result r1, r2;
     cr_assert_eq(sl_mc_run(p, &o1, &r1), SL_OK);
     cr_assert_eq(sl_mc_run(p, &o2, &r2), SL_OK);
@@ -122,6 +122,46 @@ Test(mc, thread_count_does_not_change_results)
     free(n1);
     free(n2);
     sl_mc_plan_free(p);
+}
+
+/* The fused loop of the exact and lenient rules is the fast twin of sl_spec_draft + sl_spec_verify:
+ * byte-identical tokens for the same seed on i.i.d., positional and sliding layouts. */
+Test(mc, fused_loop_equals_reference_sampler)
+{
+    const sl_rule rules[] = {SL_RULE_EXACT, SL_RULE_LENIENT};
+    const sl_mc_family fams[] = {SL_FAMILY_NOISY, SL_FAMILY_POSITIONAL, SL_FAMILY_DISJOINT, SL_FAMILY_IDENTICAL};
+    const size_t N = 20000, gamma = 3;
+    int32_t *t1 = calloc(N * (gamma + 1), sizeof *t1), *t2 = calloc(N * (gamma + 1), sizeof *t2);
+    uint8_t *n1 = calloc(N, 1), *n2 = calloc(N, 1);
+    for (int r = 0; r < 2; r++)
+        for (int f = 0; f < 4; f++) {
+            sl_mc_family_params fp = SL_MC_FAMILY_DEFAULT;
+            fp.family = fams[f];
+            fp.V = 300;
+            fp.gamma = gamma;
+            sl_mc_rows *rows;
+            cr_assert_eq(sl_mc_family_rows(&fp, &rows), SL_OK);
+            sl_mc_source src = sl_mc_rows_source(rows);
+            if (f == 2) src.layout = SL_MC_SLIDING; /* one row replayed as a log: still the same pair */
+            sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
+            cfg.rule = rules[r];
+            cfg.lenience = r ? 0.7 : 1.0;
+            sl_mc_plan *p;
+            cr_assert_eq(sl_mc_plan_alloc(&src, gamma, &cfg, &p), SL_OK);
+            sl_mc_opts fast = {N, 17, 1, t1, n1, 0}, ref = {N, 17, 1, t2, n2, 1};
+            sl_mc_result a, b;
+            cr_assert_eq(sl_mc_run(p, &fast, &a), SL_OK);
+            cr_assert_eq(sl_mc_run(p, &ref, &b), SL_OK);
+            cr_assert_eq(memcmp(t1, t2, N * (gamma + 1) * sizeof *t1), 0, "rule %d family %d", r, f);
+            cr_assert_eq(memcmp(n1, n2, N), 0);
+            cr_assert_eq(a.tokens, b.tokens);
+            sl_mc_plan_free(p);
+            sl_mc_rows_free(rows);
+        }
+    free(t1);
+    free(t2);
+    free(n1);
+    free(n2);
 }
 
 /* A sliding source (logged rows replayed from every prefix): the window-averaged prediction
@@ -140,7 +180,7 @@ Test(mc, sliding_source_matches_window_average)
     sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
     sl_mc_plan *p;
     cr_assert_eq(sl_mc_plan_alloc(&src, 3, &cfg, &p), SL_OK, "%s", sl_errmsg());
-    sl_mc_opts o = {40003, 5, 0, NULL, NULL};
+    sl_mc_opts o = {40003, 5, 0, NULL, NULL, 0};
     sl_mc_result r;
     cr_assert_eq(sl_mc_run(p, &o, &r), SL_OK);
     sl_mc_prediction pr;

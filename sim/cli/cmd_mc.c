@@ -33,6 +33,8 @@ static void usage(FILE *f)
             "  --lenience L        l in (0, 1] for the lenient rules (default 1)\n"
             "  --bug-k K           k of the top-k wrong variants (default 1)\n"
             "  --confidence C      confidence of the intervals (default 0.95)\n"
+            "  --reference         run every iteration through sl_spec_draft/sl_spec_verify instead of the\n"
+            "                      fused loop of the exact and lenient rules (same output, slower)\n"
             "  --threads T         OpenMP threads, 0 = all (default 0); output is identical for any T\n"
             "  --format F          table | csv | json (default table)\n");
 }
@@ -50,7 +52,8 @@ int sl_cmd_mc(int argc, char **argv)
         {"rule", required_argument, 0, 'r'},     {"lenience", required_argument, 0, 'l'},
         {"bug-k", required_argument, 0, 'K'},    {"confidence", required_argument, 0, 'C'},
         {"threads", required_argument, 0, 't'},  {"format", required_argument, 0, 'F'},
-        {"help", no_argument, 0, 'H'},           {0, 0, 0, 0},
+        {"help", no_argument, 0, 'H'},           {"reference", no_argument, 0, 'R'},
+        {0, 0, 0, 0},
     };
     sl_mc_family_params fp = SL_MC_FAMILY_DEFAULT;
     sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
@@ -58,7 +61,7 @@ int sl_cmd_mc(int argc, char **argv)
     sl_format fmt = SL_FMT_TABLE;
     long iterations = 100000, threads = 0, lv;
     double confidence = 0.95;
-    int have_family = 0, rc = SL_OK;
+    int have_family = 0, reference = 0, rc = SL_OK;
     optind = 1;
     opterr = 0;
     int c;
@@ -84,6 +87,7 @@ int sl_cmd_mc(int argc, char **argv)
         case 'C': rc = sl_cli_double_in("--confidence", optarg, 0, 1, 1, 1, &confidence); break;
         case 't': rc = sl_cli_long_in("--threads", optarg, 0, 1024, &threads); break;
         case 'F': rc = sl_format_parse(optarg, &fmt); break;
+        case 'R': reference = 1; break;
         case 'H': usage(stdout); return 0;
         default:
             return sl_fail(SL_EINPUT, "unknown or incomplete option '%s' (speclab mc --help)", argv[optind - 1]);
@@ -101,7 +105,7 @@ int sl_cmd_mc(int argc, char **argv)
     if ((rc = sl_mc_family_rows(&fp, &rows))) goto done;
     sl_mc_source src = sl_mc_rows_source(rows);
     if ((rc = sl_mc_plan_alloc(&src, fp.gamma, &cfg, &plan))) goto done;
-    sl_mc_opts o = {(size_t)iterations, fp.seed, (int)threads, NULL, NULL};
+    sl_mc_opts o = {(size_t)iterations, fp.seed, (int)threads, NULL, NULL, reference};
     sl_mc_result res;
     if ((rc = sl_mc_run(plan, &o, &res))) goto done;
     if (sl_cli_progress_enabled())
