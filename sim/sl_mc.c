@@ -12,6 +12,7 @@
 
 #include "sl_common.h"
 #include "sl_stats.h"
+#include "sl_theory.h"
 
 /* ---- in-memory rows ---- */
 
@@ -480,26 +481,20 @@ double sl_mc_accept_prob(const sl_spec_config *cfg, const double *p, const doubl
     }
 }
 
+/* Thin wrappers over sim/sl_theory.h with this module's indexing (pmf[0] = P(N = 0) = 0). The
+ * arguments are valid by construction here (gamma <= 64, acceptance probabilities in [0, 1]). */
 void sl_mc_pmf_iid(double alpha, size_t gamma, double *pmf)
 {
     pmf[0] = 0;
-    double a = 1; /* alpha^(k-1) */
-    for (size_t k = 1; k <= gamma; k++) {
-        pmf[k] = a * (1 - alpha);
-        a *= alpha;
-    }
-    pmf[gamma + 1] = a;
+    sl_theory_pmf(fmin(1.0, fmax(0.0, alpha)), (int)gamma, pmf + 1);
 }
 
 void sl_mc_pmf_positional(const double *beta, size_t gamma, double *pmf)
 {
+    double b[SL_SPEC_GAMMA_MAX];
+    for (size_t i = 0; i < gamma; i++) b[i] = fmin(1.0, fmax(0.0, beta[i]));
     pmf[0] = 0;
-    double prod = 1; /* prod_{i <= k} beta_i */
-    for (size_t k = 0; k < gamma; k++) {
-        pmf[k + 1] = prod * (1 - beta[k]);
-        prod *= beta[k];
-    }
-    pmf[gamma + 1] = prod;
+    sl_theory_beta_pmf(b, (int)gamma, pmf + 1);
 }
 
 int sl_mc_predict(const sl_mc_plan *pl, size_t iterations, sl_mc_prediction *pred)
@@ -600,12 +595,17 @@ int sl_mc_report(const sl_mc_plan *pl, const sl_mc_result *res, const sl_mc_pred
     /* Simulated time in target-step units: gamma draft steps at c each plus one verification of
      * gamma+1 tokens at v(gamma+1), against one target step per token for plain decoding. */
     double denom = (double)gamma * costs->c + sl_mc_v(costs, gamma + 1);
-    summary_row(sum, "walltime_factor", mean / denom, mlo / denom, mhi / denom, pred->expected_tokens / denom,
-                pred->expected_tokens_iid / ((double)gamma * costs->c + 1));
+    sl_theory_vcost vc;
+    if (costs->v_const > 0) sl_theory_vcost_const(&vc, costs->v_const);
+    else sl_theory_vcost_linear(&vc, costs->v_slope);
+    double wf_iid = NAN, ops_iid = NAN;
+    sl_theory_walltime_factor_v(fmin(1.0, fmax(0.0, pred->alpha)), (int)gamma, costs->c, &vc, &wf_iid);
+    sl_theory_ops_factor(fmin(1.0, fmax(0.0, pred->alpha)), (int)gamma, costs->c_hat, &ops_iid);
+    sl_theory_vcost_free(&vc);
+    summary_row(sum, "walltime_factor", mean / denom, mlo / denom, mhi / denom, pred->expected_tokens / denom, wf_iid);
     /* Operations per emitted token relative to plain decoding: (gamma c_hat + gamma + 1) / E[N]. */
     double ops = (double)gamma * costs->c_hat + (double)gamma + 1;
-    summary_row(sum, "ops_factor", ops / mean, ops / mhi, mlo > 0 ? ops / mlo : NAN, ops / pred->expected_tokens,
-                ops / pred->expected_tokens_iid);
+    summary_row(sum, "ops_factor", ops / mean, ops / mhi, mlo > 0 ? ops / mlo : NAN, ops / pred->expected_tokens, ops_iid);
     summary_row(sum, "iterations", N, NAN, NAN, NAN, NAN);
     summary_row(sum, "draft_calls", (double)res->draft_calls, NAN, NAN, N * (double)gamma, NAN);
     summary_row(sum, "target_calls", (double)res->target_calls, NAN, NAN, N, NAN);

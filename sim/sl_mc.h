@@ -138,7 +138,7 @@ int sl_mc_run(const sl_mc_plan *plan, const sl_mc_opts *o, sl_mc_result *res);
 double sl_mc_accept_prob(const sl_spec_config *cfg, const double *p, const double *q, size_t V);
 
 /* Tokens-per-iteration pmf (gamma + 2 entries, [0] = 0) from i.i.d. alpha (Equation 1) and from
- * position-dependent beta_1..beta_gamma. Local twins of sl_theory's closed forms. */
+ * position-dependent beta_1..beta_gamma, through sl_theory_pmf / sl_theory_beta_pmf. */
 void sl_mc_pmf_iid(double alpha, size_t gamma, double *pmf);
 void sl_mc_pmf_positional(const double *beta, size_t gamma, double *pmf);
 
