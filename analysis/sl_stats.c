@@ -149,7 +149,9 @@ typedef struct {
     const double *np;     /* (k) n * pmf */
     const double *logp;   /* (k) log pmf */
     double x2_obs;        /* threshold, already lowered by the tie tolerance */
-    double p_value;
+    double x2_hi;         /* observed X^2 raised by the tie tolerance: above it is "greater" */
+    double p_value;       /* P(X^2 >= observed) */
+    double p_gt;          /* P(X^2 > observed) */
     double lfact_n;
     double *lfact;        /* (n + 1) log y! */
 } exact_ctx;
@@ -162,7 +164,11 @@ static void exact_rec(exact_ctx *c, size_t j, uint64_t left, double acc, double 
         double y = (double)left;
         double d = y - c->np[j];
         double x2 = acc + d * d / c->np[j];
-        if (x2 >= c->x2_obs) c->p_value += exp(c->lfact_n + lp + y * c->logp[j] - c->lfact[left]);
+        if (x2 >= c->x2_obs) {
+            double pr = exp(c->lfact_n + lp + y * c->logp[j] - c->lfact[left]);
+            c->p_value += pr;
+            if (x2 > c->x2_hi) c->p_gt += pr;
+        }
         return;
     }
     for (uint64_t y = 0; y <= left; y++) {
@@ -174,6 +180,14 @@ static void exact_rec(exact_ctx *c, size_t j, uint64_t left, double acc, double 
 int sl_stats_exact_multinomial(const uint64_t *counts, const double *pmf, size_t k, double max_outcomes,
                                double *p_value)
 {
+    double gt;
+    return sl_stats_exact_multinomial_ext(counts, pmf, k, max_outcomes, p_value, &gt);
+}
+
+int sl_stats_exact_multinomial_ext(const uint64_t *counts, const double *pmf, size_t k, double max_outcomes,
+                                   double *p_value, double *p_gt)
+{
+    *p_gt = 0;
     uint64_t n = 0;
     size_t m = 0;
     for (size_t j = 0; j < k; j++) {
@@ -203,10 +217,12 @@ int sl_stats_exact_multinomial(const uint64_t *counts, const double *pmf, size_t
         i++;
     }
     for (uint64_t y = 0; y <= n; y++) lfact[y] = lgamma((double)y + 1);
-    exact_ctx c = {m, np, logp, x2 - 1e-9 * fmax(x2, 1e-300), 0, lfact[n], lfact};
+    double tol = 1e-9 * fmax(x2, 1e-300);
+    exact_ctx c = {m, np, logp, x2 - tol, x2 + tol, 0, 0, lfact[n], lfact};
     if (n == 0) c.p_value = 1;
     else exact_rec(&c, 0, n, 0, 0);
     *p_value = fmin(1.0, c.p_value);
+    *p_gt = fmin(*p_value, c.p_gt);
     free(buf);
     return SL_OK;
 }
@@ -214,6 +230,14 @@ int sl_stats_exact_multinomial(const uint64_t *counts, const double *pmf, size_t
 int sl_stats_mc_multinomial(const uint64_t *counts, const double *pmf, size_t k, size_t n_sim, uint64_t seed,
                             double *p_value)
 {
+    double gt;
+    return sl_stats_mc_multinomial_ext(counts, pmf, k, n_sim, seed, p_value, &gt);
+}
+
+int sl_stats_mc_multinomial_ext(const uint64_t *counts, const double *pmf, size_t k, size_t n_sim, uint64_t seed,
+                                double *p_value, double *p_gt)
+{
+    *p_gt = 0;
     uint64_t n = 0;
     for (size_t j = 0; j < k; j++) {
         n += counts[j];
@@ -236,8 +260,9 @@ int sl_stats_mc_multinomial(const uint64_t *counts, const double *pmf, size_t k,
         double e = (double)n * pmf[j], d = (double)counts[j] - e;
         x2_obs += d * d / e;
     }
-    x2_obs -= 1e-9 * fmax(x2_obs, 1e-300);
-    size_t ge = 0;
+    double tol = 1e-9 * fmax(x2_obs, 1e-300), x2_hi = x2_obs + tol;
+    x2_obs -= tol;
+    size_t ge = 0, gt = 0;
     for (size_t s = 0; s < n_sim; s++) {
         gsl_ran_multinomial(r, k, (unsigned)n, pmf, y);
         double x2 = 0;
@@ -247,11 +272,18 @@ int sl_stats_mc_multinomial(const uint64_t *counts, const double *pmf, size_t k,
             x2 += d * d / e;
         }
         ge += x2 >= x2_obs;
+        gt += x2 > x2_hi;
     }
     *p_value = (1.0 + (double)ge) / (1.0 + (double)n_sim);
+    *p_gt = (double)gt / (1.0 + (double)n_sim);
     gsl_rng_free(r);
     free(y);
     return SL_OK;
+}
+
+double sl_stats_randomized_p(double p_ge, double p_gt, double u)
+{
+    return p_gt + u * (p_ge - p_gt);
 }
 
 /* ---- two-sample homogeneity ---- */

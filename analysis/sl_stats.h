@@ -54,6 +54,9 @@ int sl_stats_gof(const uint64_t *counts, const double *pmf, size_t k, sl_gof_kin
  * have count 0 (else the p-value is 0). */
 int sl_stats_exact_multinomial(const uint64_t *counts, const double *pmf, size_t k, double max_outcomes,
                                double *p_value);
+/* The same, also returning P(X^2 > observed) (strictly, beyond the tie tolerance) in *p_gt. */
+int sl_stats_exact_multinomial_ext(const uint64_t *counts, const double *pmf, size_t k, double max_outcomes,
+                                   double *p_value, double *p_gt);
 /* Number of outcomes the exact test would enumerate (as a double; may be huge). */
 double sl_stats_multinomial_outcomes(uint64_t n, size_t k);
 
@@ -62,6 +65,14 @@ double sl_stats_multinomial_outcomes(uint64_t n, size_t k);
  * Valid (never anti-conservative) at any n. */
 int sl_stats_mc_multinomial(const uint64_t *counts, const double *pmf, size_t k, size_t n_sim, uint64_t seed,
                             double *p_value);
+
+/* The same, also returning #{X^2_sim > X^2_obs} / (1 + n_sim) in *p_gt. */
+int sl_stats_mc_multinomial_ext(const uint64_t *counts, const double *pmf, size_t k, size_t n_sim, uint64_t seed,
+                                double *p_value, double *p_gt);
+/* Randomized p-value p_gt + u (p_ge - p_gt), u ~ U(0,1): exactly U(0,1) under the null for a
+ * discrete test statistic (the exact test) and nearly so for the Monte Carlo one, where the
+ * conventional P(>=) is discrete and conservative. For checking uniformity, not for decisions. */
+double sl_stats_randomized_p(double p_ge, double p_gt, double u);
 
 /* Two-sample homogeneity (2 x k contingency table) chi^2 or G: are a (k) and b (k) counts from the
  * same distribution? Pooling as above with expected counts E_ij = row_i * col_j / N, categories

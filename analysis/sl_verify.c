@@ -113,7 +113,7 @@ int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t
             nrows = s->n_rows;
             memcpy(names, s->test_name, sizeof names);
         }
-        for (size_t i = 0; i < nrows; i++) pv[i * replications + r] = s->p_value[i];
+        for (size_t i = 0; i < nrows; i++) pv[i * replications + r] = s->p_random[i];
     }
     sl_table *t = sl_table_alloc("uniformity");
     if (!t) {
@@ -321,6 +321,7 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **ta
     double *px = scratch, *pg = px + MAX_TESTS, *pe = pg + MAX_TESTS, *stat_x = pe + MAX_TESTS,
            *stat_g = stat_x + MAX_TESTS, *tv = stat_g + MAX_TESTS, *tvlo = tv + MAX_TESTS, *tvhi = tvlo + MAX_TESTS;
     size_t cells[MAX_TESTS], nobs[MAX_TESTS], live[MAX_TESTS], n_live = 0;
+    double prand[MAX_TESTS]; /* randomized primary p-values (continuous under the null) */
     const char *method[MAX_TESTS];
     double dfv[MAX_TESTS];
     for (size_t i = 0; i < nt; i++) {
@@ -335,6 +336,7 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **ta
         nobs[i] = n;
         pe[i] = NAN;
         method[i] = "none";
+        prand[i] = NAN;
         if (n == 0 || (t->counts_b && nb == 0)) {
             px[i] = pg[i] = prim[i] = NAN;
             stat_x[i] = stat_g[i] = tv[i] = tvlo[i] = tvhi[i] = NAN;
@@ -356,23 +358,32 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **ta
             tvhi[i] = fmin(1, tv[i] + eps);
             method[i] = "homogeneity";
             prim[i] = gx.p_value;
+            prand[i] = gx.p_value;
         } else {
             if ((rc = sl_stats_gof(t->counts, t->pmf, t->k, SL_GOF_PEARSON, &gx))) goto done;
             if ((rc = sl_stats_gof(t->counts, t->pmf, t->k, SL_GOF_G, &gg))) goto done;
             if ((rc = sl_stats_tv_ci(t->counts, t->pmf, t->k, o->level, &tv[i], &tvlo[i], &tvhi[i]))) goto done;
             prim[i] = gx.p_value;
+            prand[i] = gx.p_value;
             method[i] = "asymptotic";
-            if (n < 5 * m_pos) {
+            if (m_pos >= 2 && !gx.impossible && (n < 5 * m_pos || gx.n_cells < 2)) {
                 /* Small counts: the chi^2 approximation is not trusted; exact where affordable. */
                 double outcomes = sl_stats_multinomial_outcomes(n, m_pos);
+                double p_gt;
                 if (outcomes <= 1e6) {
-                    if ((rc = sl_stats_exact_multinomial(t->counts, t->pmf, t->k, 1e6, &pe[i]))) goto done;
+                    if ((rc = sl_stats_exact_multinomial_ext(t->counts, t->pmf, t->k, 1e6, &pe[i], &p_gt))) goto done;
                     method[i] = "exact";
                 } else {
-                    if ((rc = sl_stats_mc_multinomial(t->counts, t->pmf, t->k, o->mc_sims, o->seed + i, &pe[i]))) goto done;
+                    if ((rc = sl_stats_mc_multinomial_ext(t->counts, t->pmf, t->k, o->mc_sims, o->seed + i, &pe[i], &p_gt)))
+                        goto done;
                     method[i] = "monte-carlo";
                 }
                 prim[i] = pe[i];
+                /* The uniformity self-check needs continuous p-values: randomize the ties. */
+                gsl_rng *ur = sl_rng_alloc(o->seed, SL_STREAM_BOOT, 1000 + i);
+                if (!ur) { rc = SL_EFAIL; goto done; }
+                prand[i] = sl_stats_randomized_p(pe[i], p_gt, sl_rng_uniform53(ur));
+                gsl_rng_free(ur);
             }
         }
         px[i] = gx.p_value;
@@ -381,6 +392,15 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **ta
         stat_g[i] = gg.stat;
         cells[i] = gx.n_cells;
         dfv[i] = gx.df;
+        /* A null pmf with one possible token (or a table left with one cell) carries no
+         * information unless an impossible token was seen: its constant p = 1 would only dilute
+         * Holm and break the uniformity self-check, so it is reported but not counted. */
+        int degenerate = t->counts_b ? gx.n_cells < 2 : (m_pos < 2 && !gx.impossible);
+        if (degenerate) {
+            method[i] = "degenerate";
+            prim[i] = prand[i] = NAN;
+            continue;
+        }
         live[n_live++] = i;
     }
     double live_p[MAX_TESTS], live_adj[MAX_TESTS];
@@ -400,6 +420,7 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **ta
     for (size_t i = 0; i < nt; i++) {
         snprintf(sum->test_name[i], sizeof sum->test_name[i], "%s", tests[i].name);
         sum->p_value[i] = prim[i];
+        sum->p_random[i] = prand[i];
     }
     sum->rejected = sum->n_rejected > 0;
     double power_level = o->level / (double)(n_live ? n_live : 1);

@@ -18,8 +18,10 @@
  * position and no stream tests. For lenient-t0 every target pmf is the one-hot argmax of p.
  *
  * Each test: Pearson chi^2 and G with pooling (sl_stats.h), the primary p-value Pearson's, except
- * when counts are small (n < 5 x categories of positive probability): then the exact multinomial
- * p-value (up to 1e6 outcomes) or a Monte Carlo one (mc_sims draws). Holm's correction over all
+ * when counts are small (n < 5 x categories of positive probability, or pooling left one cell):
+ * then the exact multinomial p-value (up to 1e6 outcomes) or a Monte Carlo one (mc_sims draws).
+ * A test whose null pmf has a single possible token is "degenerate" (reported, no p-value, not
+ * counted) unless a token of probability 0 was seen, which gives p = 0. Holm's correction over all
  * tests; the sampler is rejected when some Holm-adjusted p-value is <= level. TV of each test with
  * the Hoeffding-union bound CI. Power: for each test the power guaranteed at its n against any
  * deviation of TV >= tv_delta (on its pooled cells) at level level/m (Holm's first threshold).
@@ -55,6 +57,8 @@ typedef struct {
     size_t n_rows;                                /* tests built, with data or not */
     char test_name[SL_VERIFY_MAX_TESTS][32];      /* (n_rows) */
     double p_value[SL_VERIFY_MAX_TESTS];          /* (n_rows) primary p-value; NaN without data */
+    double p_random[SL_VERIFY_MAX_TESTS];         /* (n_rows) the same with ties randomized for the
+                                                     exact and Monte Carlo tests (sl_stats_randomized_p) */
     size_t n_tests;
     size_t n_rejected;    /* tests with Holm-adjusted p <= level */
     double min_p_holm;
@@ -72,9 +76,9 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **ta
                   sl_verify_summary *sum);
 
 /* Self-check: runs `replications` independent verifications (seeds seed, seed+1, ...) and tests
- * each test's primary p-values against U(0,1) with Kolmogorov-Smirnov. Under a correct sampler
- * they are uniform up to discreteness (the exact and Monte Carlo p-values of small counts are
- * discrete and conservative: choose iterations large enough for the asymptotic path). One table
+ * each test's p-values against U(0,1) with Kolmogorov-Smirnov. Under a correct sampler they are
+ * uniform: the exact and Monte Carlo p-values of small counts enter with their ties randomized
+ * (p_random), the asymptotic ones as they are (nearly continuous when the cells are >= 5). One table
  * (test, replications, ks_d, ks_p, mean_p, rejected_fraction at `level`). *ks_min_p receives the
  * smallest KS p-value. */
 int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t replications, sl_table **out,
