@@ -272,6 +272,11 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **ta
     for (size_t t = 0; t < N; t++) {
         const int32_t *x = tok + t * (gamma + 1);
         size_t k = nem[t];
+        for (size_t j = 0; j < k; j++)
+            if (x[j] < 0 || (size_t)x[j] >= V) {
+                rc = sl_fail(SL_EFAIL, "verify: iteration %zu emitted token %d outside [0, %zu)", t, x[j], V);
+                goto done;
+            }
         if (!o->two_sample) {
             tests[idx_first].counts[x[0]]++;
             for (size_t j = 2; j <= k && j <= gamma; j++) tests[idx_k + j - 2].counts[x[j - 1]]++;
@@ -296,8 +301,15 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **ta
          * order, so the sample does not depend on threads either. */
         tr = sl_rng_alloc(o->seed, SL_STREAM_TARGET, UINT64_MAX);
         pal = sl_alias_alloc(V);
-        if (!tr || !pal) { rc = SL_EFAIL; goto done; }
-        sl_alias_build(pal, sl_mc_plan_p(plan, 0));
+        double *tp = sl_malloc(V * sizeof *tp);
+        if (!tr || !pal || !tp) {
+            free(tp);
+            rc = SL_EFAIL;
+            goto done;
+        }
+        target_pmf(cfg, sl_mc_plan_p(plan, 0), V, tp); /* lenient-t0: the target is argmax p */
+        sl_alias_build(pal, tp);
+        free(tp);
         memset(blk, 0, sizeof blk);
         memset(blen, 0, sizeof blen);
         for (uint64_t i = 0; i < res.tokens; i++) {
