@@ -59,6 +59,11 @@ for fam, extra in [("identical", []), ("noisy", ["--noise", "0.7"]), ("dirichlet
 for fmt in ("table", "csv", "json"):
     outs = [run("--family", "noisy", "--iterations", "30001", "--threads", t, "--format", fmt)[1] for t in ("1", "2")]
     check(outs[0] == outs[1] and outs[0], f"threads 1 vs 2 differ ({fmt})")
+# The fused loop and the reference path through sl_spec_verify: same bytes (exact and lenient).
+for rule in (["--rule", "exact"], ["--rule", "lenient", "--lenience", "0.8"]):
+    a = run("--family", "dirichlet", "--iterations", "20000", "--format", "json", *rule)[1]
+    b = run("--family", "dirichlet", "--iterations", "20000", "--format", "json", "--reference", *rule)[1]
+    check(a == b and a, f"--reference differs ({rule})")
 csv = run("--family", "zipf", "--iterations", "1000", "--format", "csv")[1]
 check(csv.startswith("# run\n") and "# tokens_per_iteration" in csv, "csv sections")
 
