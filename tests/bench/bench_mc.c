@@ -3,7 +3,7 @@
  * thread, on a fixed Zipf pair (s = 1.1, temperature 1 for p and 1.3 for q) at V = 256, 4096 and
  * 50257 with gamma = 4. One step = one iteration of Algorithm 1 (gamma drafts, verification,
  * residual or bonus draw). tests/bench/mc_numpy.py runs the same experiment in numpy and
- * tests/bench/mc.sh prints the ratio. Usage: bench_mc [--tsv] [iterations]
+ * tests/bench/mc.sh prints the ratio. Usage: bench_mc [--tsv] [--vocab V] [iterations]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,14 +15,16 @@
 int main(int argc, char **argv)
 {
     int tsv = 0;
-    size_t iterations = 2000000;
+    size_t iterations = 2000000, only_v = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tsv")) tsv = 1;
+        else if (!strcmp(argv[i], "--vocab") && i + 1 < argc) only_v = (size_t)strtoull(argv[++i], NULL, 10);
         else iterations = (size_t)strtoull(argv[i], NULL, 10);
     }
     const size_t Vs[] = {256, 4096, 50257};
     if (!tsv) printf("%8s %12s %14s %18s %12s %12s\n", "V", "setup_s", "steps_per_s", "reference_steps/s", "tokens/it", "theory");
     for (size_t k = 0; k < 3; k++) {
+        if (only_v && Vs[k] != only_v) continue;
         sl_mc_family_params fp = SL_MC_FAMILY_DEFAULT;
         fp.family = SL_FAMILY_ZIPF;
         fp.V = Vs[k];

@@ -2,7 +2,7 @@
 """The experiment of tests/bench/bench_mc.c, vectorised in numpy: speculative steps per second of
 Algorithm 1 on the Zipf pair (s = 1.1, temperatures 1 and 1.3), gamma = 4, V = 256, 4096, 50257,
 single thread. Draws are inverse-CDF lookups (np.searchsorted on precomputed CDFs: O(log V) each
-after the O(V) set-up), batched over iterations. Usage: mc_numpy.py [--tsv | --info] [iterations]"""
+after the O(V) set-up), batched over iterations. Usage: mc_numpy.py [--tsv | --info] [--vocab V] [iterations]"""
 import ctypes
 import os
 import sys
@@ -12,7 +12,13 @@ import numpy as np
 
 tsv = "--tsv" in sys.argv
 info_only = "--info" in sys.argv
-args = [a for a in sys.argv[1:] if a not in ("--tsv", "--info")]
+argv = sys.argv[1:]
+only_v = None
+if "--vocab" in argv:
+    i = argv.index("--vocab")
+    only_v = int(argv[i + 1])
+    del argv[i:i + 2]
+args = [a for a in argv if a not in ("--tsv", "--info")]
 iterations = int(args[0]) if args else 1000000
 GAMMA, BATCH = 4, 100000
 
@@ -85,6 +91,8 @@ if not tsv:
     print(f"{'V':>8} {'setup_s':>12} {'steps_per_s':>14} {'tokens/it':>12} {'theory':>12}")
 rng = np.random.default_rng(42)
 for V in (256, 4096, 50257):
+    if only_v is not None and V != only_v:
+        continue
     setup, steps, mean, theory = run(V, rng)
     if tsv:
         print(f"{V}\t{setup:.6f}\t{steps:.1f}\t{mean:.6f}\t{theory:.6f}")
