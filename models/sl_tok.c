@@ -1113,6 +1113,70 @@ int sl_tok_decode(const sl_tok *t, const int32_t *ids, size_t n, char **bytes, s
     return SL_OK;
 }
 
+typedef struct {
+    const unsigned char *base;
+    size_t *ends; // (cap)
+    size_t n, cap;
+} split_ctx;
+
+static int split_piece(void *vctx, const unsigned char *s, size_t n, int32_t special)
+{
+    (void)special;
+    split_ctx *c = vctx;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 64;
+        size_t *e = realloc(c->ends, cap * sizeof *e);
+        if (!e) return sl_fail(SL_EFAIL, "out of memory splitting");
+        c->ends = e;
+        c->cap = cap;
+    }
+    c->ends[c->n++] = (size_t)(s - c->base) + n;
+    return SL_OK;
+}
+
+static void eot_only(sl_tok *eot, uint32_t *off, int32_t *id)
+{
+    memset(eot, 0, sizeof *eot);
+    off[0] = 0;
+    off[1] = (uint32_t)strlen(EOT);
+    *id = 0;
+    eot->n_vocab = 1;
+    eot->bytes = (unsigned char *)EOT;
+    eot->off = off;
+    eot->n_special = 1;
+    eot->special = id;
+}
+
+int sl_tok_split(const sl_tok *t, const char *bytes, size_t n, size_t **ends, size_t *n_pieces)
+{
+    *ends = NULL;
+    *n_pieces = 0;
+    sl_tok eot;
+    uint32_t eot_off[2];
+    int32_t eot_id;
+    pcre2_code *own = NULL;
+    if (!t) {
+        eot_only(&eot, eot_off, &eot_id);
+        int rc = compile_pattern(&own);
+        if (rc) return rc;
+        eot.re = own;
+        t = &eot;
+    }
+    split_ctx c = {.base = (const unsigned char *)bytes};
+    pretok p = {0};
+    int rc = pretok_init(&p, t->re);
+    if (!rc) rc = pretok_run(&p, t, (const unsigned char *)bytes, n, split_piece, &c);
+    if (p.md) pcre2_match_data_free(p.md);
+    if (own) pcre2_code_free(own);
+    if (rc) {
+        free(c.ends);
+        return rc;
+    }
+    *ends = c.ends;
+    *n_pieces = c.n;
+    return SL_OK;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Training
  * ------------------------------------------------------------------------------------------- */
@@ -1308,14 +1372,10 @@ int sl_tok_train(const char *const *texts, const size_t *lens, size_t n_texts, s
     size_t n_merges_max = vocab_size - 257, n_merges = 0;
 
     /* A stand-in tokenizer holding only <|endoftext|>, so pretok_run splits documents there. */
-    sl_tok eot = {0};
-    uint32_t eot_off[2] = {0, (uint32_t)strlen(EOT)};
-    int32_t eot_id = 0;
-    eot.n_vocab = 1;
-    eot.bytes = (unsigned char *)EOT;
-    eot.off = eot_off;
-    eot.n_special = 1;
-    eot.special = &eot_id;
+    sl_tok eot;
+    uint32_t eot_off[2];
+    int32_t eot_id;
+    eot_only(&eot, eot_off, &eot_id);
 
     if ((rc = compile_pattern(&re)) || (rc = pretok_init(&p, re)) || (rc = u64map_init(&wt.index, 1 << 16)))
         goto done;

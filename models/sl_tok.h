@@ -82,6 +82,11 @@ int sl_tokfile_write(const char *path, const int32_t *ids, size_t n, size_t voca
 /* Reads and checks a token file (magic, version, size, every id < vocab_size); *ids malloc'd. */
 int sl_tokfile_read(const char *path, int32_t **ids, size_t *n, size_t *vocab_size);
 
+/* Pre-tokenisation alone: the end offsets of the pieces that encode would merge separately
+ * (special tokens, runs of invalid UTF-8, regex matches), in order; t may be NULL, then only
+ * <|endoftext|> is special. *ends is malloc'd. */
+int sl_tok_split(const sl_tok *t, const char *bytes, size_t n, size_t **ends, size_t *n_pieces);
+
 /* Validates UTF-8 (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF). Returns the
  * length of the longest valid prefix (n when all is valid). */
 size_t sl_utf8_valid_prefix(const unsigned char *s, size_t n);

@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@ static void usage(FILE *f)
             "usage: speclab tokenize train --corpus FILE [FILE...] --vocab-size N --out tokenizer.json\n"
             "                              [--min-count C]\n"
             "       speclab tokenize encode --tokenizer tokenizer.json|model.safetensors [--in FILE]\n"
-            "                              [--out x.tok]\n"
+            "                              [--out x.tok | --jsonl]\n"
             "       speclab tokenize decode --tokenizer tokenizer.json|model.safetensors [--in x.tok|ids.txt]\n"
             "                              [--out FILE]\n"
             "\n"
@@ -25,9 +26,10 @@ static void usage(FILE *f)
             "        between equally frequent pairs go to the smaller (left id, right id).\n"
             "encode  reads bytes (stdin by default). With --out, writes a token file (models/TOKFILE.md)\n"
             "        and prints one summary line (bytes, tokens, bytes per token); without, prints the\n"
-            "        ids on one line.\n"
+            "        ids on one line. --jsonl: each input line is a JSON string, one line of ids each.\n"
             "decode  reads a token file or whitespace-separated ids (stdin by default) and writes the\n"
-            "        bytes (stdout by default).\n");
+            "        bytes (stdout by default).\n"
+            "--gpt2 DIR instead of --tokenizer loads GPT-2's own DIR/encoder.json and DIR/vocab.bpe.\n");
 }
 
 static int read_all(const char *path, char **buf, size_t *len)
@@ -152,40 +154,105 @@ static int cmd_train(int argc, char **argv)
     return rc;
 }
 
-static int parse_common(int argc, char **argv, const char **tok, const char **in, const char **out)
+typedef struct {
+    const char *tok, *gpt2, *in, *out;
+    int jsonl;
+} io_opts;
+
+static int parse_common(int argc, char **argv, io_opts *o)
 {
     static const struct option opts[] = {{"tokenizer", required_argument, 0, 't'},
+                                          {"gpt2", required_argument, 0, 'g'},
                                           {"in", required_argument, 0, 'i'},
                                           {"out", required_argument, 0, 'o'},
+                                          {"jsonl", no_argument, 0, 'j'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 't': *tok = optarg; break;
-        case 'i': *in = optarg; break;
-        case 'o': *out = optarg; break;
+        case 't': o->tok = optarg; break;
+        case 'g': o->gpt2 = optarg; break;
+        case 'i': o->in = optarg; break;
+        case 'o': o->out = optarg; break;
+        case 'j': o->jsonl = 1; break;
         case 'h': usage(stdout); return -1;
         default: return sl_fail(SL_EINPUT, "bad option (speclab tokenize --help)");
         }
     }
     if (optind < argc) return sl_fail(SL_EINPUT, "unexpected argument '%s'", argv[optind]);
-    if (!*tok) return sl_fail(SL_EINPUT, "--tokenizer: required (tokenizer.json or model.safetensors)");
+    if (!o->tok == !o->gpt2)
+        return sl_fail(SL_EINPUT, "--tokenizer: required (tokenizer.json or model.safetensors), or --gpt2 DIR");
     return SL_OK;
+}
+
+/* Loads --tokenizer FILE, or GPT-2's own encoder.json + vocab.bpe from --gpt2 DIR. */
+static int load_tok(const io_opts *o, sl_tok **t)
+{
+    if (o->tok) return sl_tok_load_file(o->tok, t);
+    size_t n = strlen(o->gpt2) + 32;
+    char *a = malloc(n), *b = malloc(n);
+    int rc = a && b ? SL_OK : sl_fail(SL_EFAIL, "out of memory");
+    if (!rc) {
+        snprintf(a, n, "%s/encoder.json", o->gpt2);
+        snprintf(b, n, "%s/vocab.bpe", o->gpt2);
+        rc = sl_tok_load_gpt2(a, b, t);
+    }
+    free(a);
+    free(b);
+    return rc;
+}
+
+static void print_ids(const int32_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    printf("\n");
+}
+
+/* --jsonl: every input line is a JSON string; prints one line of ids per input line. */
+static int encode_jsonl(const sl_tok *t, char *text, const char *name)
+{
+    int rc = SL_OK;
+    size_t lineno = 0;
+    for (char *line = text; line && *line && !rc;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        lineno++;
+        json_object *o = json_tokener_parse(line);
+        if (!o || !json_object_is_type(o, json_type_string)) {
+            rc = sl_fail(SL_EINPUT, "%s:%zu: expected a JSON string", name, lineno);
+        } else {
+            int32_t *ids = NULL;
+            size_t n_ids = 0;
+            rc = sl_tok_encode(t, json_object_get_string(o), (size_t)json_object_get_string_len(o), &ids, &n_ids);
+            if (!rc) print_ids(ids, n_ids);
+            free(ids);
+        }
+        if (o) json_object_put(o);
+        line = nl ? nl + 1 : NULL;
+    }
+    return rc;
 }
 
 static int cmd_encode(int argc, char **argv)
 {
-    const char *tokp = NULL, *in = NULL, *out = NULL;
-    int rc = parse_common(argc, argv, &tokp, &in, &out);
+    io_opts o = {0};
+    int rc = parse_common(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
+    const char *in = o.in, *out = o.out;
     sl_tok *t = NULL;
     char *text = NULL;
     size_t n = 0, n_ids = 0;
     int32_t *ids = NULL;
-    rc = sl_tok_load_file(tokp, &t);
+    rc = load_tok(&o, &t);
     if (!rc) rc = read_all(in, &text, &n);
+    if (!rc && o.jsonl) {
+        rc = out ? sl_fail(SL_EINPUT, "--jsonl prints ids on stdout; drop --out") : encode_jsonl(t, text, in ? in : "stdin");
+        free(text);
+        sl_tok_free(t);
+        return rc;
+    }
     if (!rc) rc = sl_tok_encode(t, text, n, &ids, &n_ids);
     if (!rc && out) {
         rc = sl_tokfile_write(out, ids, n_ids, sl_tok_vocab_size(t));
@@ -193,8 +260,7 @@ static int cmd_encode(int argc, char **argv)
             printf("%zu bytes -> %zu tokens (%.4f bytes per token) -> %s\n", n, n_ids,
                    n_ids ? (double)n / (double)n_ids : 0.0, out);
     } else if (!rc) {
-        for (size_t i = 0; i < n_ids; i++) printf(i ? " %d" : "%d", ids[i]);
-        printf("\n");
+        print_ids(ids, n_ids);
         if (fflush(stdout)) rc = sl_fail(SL_EFAIL, "write to stdout failed");
     }
     free(ids);
@@ -205,14 +271,15 @@ static int cmd_encode(int argc, char **argv)
 
 static int cmd_decode(int argc, char **argv)
 {
-    const char *tokp = NULL, *in = NULL, *out = NULL;
-    int rc = parse_common(argc, argv, &tokp, &in, &out);
+    io_opts o = {0};
+    int rc = parse_common(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
+    const char *in = o.in, *out = o.out;
     sl_tok *t = NULL;
     char *text = NULL, *bytes = NULL;
     size_t n = 0, n_ids = 0, n_bytes = 0, vs = 0;
     int32_t *ids = NULL;
-    rc = sl_tok_load_file(tokp, &t);
+    rc = load_tok(&o, &t);
     if (!rc) rc = read_all(in, &text, &n);
     if (!rc && n >= 8 && !memcmp(text, "SLTOK", 5)) {
         /* A token file: read it through the checking reader. */
