@@ -103,9 +103,10 @@ def load_brown(root):
     if not os.path.isdir(d):
         die(f"{d}: missing (run data/fetch.sh)")
     names = sorted(n for n in os.listdir(d) if re.fullmatch(r"c[a-r]\d\d", n))
+    docs = [("brown/" + n, brown_doc(read_utf8(os.path.join(d, n)))) for n in names]
     if len(names) != 500:
         die(f"{d}: expected 500 Brown files ca01..cr09, found {len(names)}")
-    return [("brown/" + n, brown_doc(read_utf8(os.path.join(d, n)))) for n in names]
+    return docs
 
 
 # ---- KJV: one document per chapter, one verse per line, verse numbers dropped ----

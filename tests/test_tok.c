@@ -542,3 +542,48 @@ Test(tok, tokfile_roundtrip_and_corruption)
     }
     unlink(path);
 }
+
+/* ---- prompt sets ---- */
+#include "sl_prompts.h"
+
+Test(prompts, shipped_sets_read_and_unescape)
+{
+    const char *paths[] = {"data/prompts/prose.txt", "data/prompts/code.txt"};
+    for (int k = 0; k < 2; k++) {
+        sl_prompts *p;
+        cr_assert_eq(sl_prompts_read(paths[k], &p), SL_OK, "%s", sl_errmsg());
+        cr_assert_geq(p->n, 200, "%s: at least 200 prompts", paths[k]);
+        for (size_t i = 0; i < p->n; i++) cr_assert_eq(strlen(p->text[i]), p->len[i]);
+        if (k == 1) {
+            size_t with_nl = 0;
+            for (size_t i = 0; i < p->n; i++) with_nl += strchr(p->text[i], '\n') != NULL;
+            cr_assert_gt(with_nl, p->n / 2, "code prompts span lines");
+        }
+        sl_prompts_free(p);
+    }
+}
+
+Test(prompts, escapes_and_bad_input)
+{
+    char path[] = "/tmp/sl_prompts_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    FILE *f = fopen(path, "wb");
+    fputs("a\\nb\\tc\\\\d\\r\nsecond\n", f);
+    fclose(f);
+    sl_prompts *p;
+    cr_assert_eq(sl_prompts_read(path, &p), SL_OK);
+    cr_assert_eq(p->n, 2);
+    cr_assert_str_eq(p->text[0], "a\nb\tc\\d\r");
+    sl_prompts_free(p);
+    const char *bad[] = {"x\\q\n", "ok\n\nafter\n", "", "caf\xe9\n", "trailing\\"};
+    const char *needle[] = {"bad escape", "empty prompt", "no prompts", "UTF-8", "bad escape"};
+    for (int i = 0; i < 5; i++) {
+        f = fopen(path, "wb");
+        fputs(bad[i], f);
+        fclose(f);
+        cr_assert_eq(sl_prompts_read(path, &p), SL_EINPUT, "case %d", i);
+        cr_assert(strstr(sl_errmsg(), needle[i]), "case %d: %s", i, sl_errmsg());
+    }
+    unlink(path);
+}
