@@ -898,7 +898,7 @@ static size_t merge_heap(const sl_tok *t, int32_t *s, size_t n, int32_t *work)
 }
 
 /* Pieces up to this many bytes use the quadratic algorithm (cheaper for short pieces). */
-enum { NAIVE_MAX = 48 };
+enum { NAIVE_MAX = 12 }; /* crossover measured by tests/bench/bench_tok.c */
 
 size_t sl_tok_merge_piece(const sl_tok *t, int32_t *syms, size_t n, int naive, int32_t *work)
 {

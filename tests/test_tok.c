@@ -137,7 +137,7 @@ Test(tok, special_tokens_are_recognised)
     sl_tok_free(t);
 }
 
-/* The heap-based merge (used for pieces over 48 bytes) against GPT-2's pass-by-pass loop, on
+/* The heap-based merge (used for pieces over 12 bytes) against GPT-2's pass-by-pass loop, on
  * random pieces from a small alphabet, so that many merges apply and overlapping runs ("aaaa")
  * exercise the left-to-right tie rule. */
 static void heap_vs_naive(const sl_tok *t, uint64_t seed, const char *alpha)

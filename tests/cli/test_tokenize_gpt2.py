@@ -100,7 +100,7 @@ def cases():
                     "'ve", "'m", "'ll", "'d", "IT'S", "O'Brien", "rock'n'roll", "''", "' s", "'''", "’s"]
     for k in range(30):
         out.append(" ".join(rng.choice(contractions + ["the", "cat", "x"]) for _ in range(rng.randint(1, 8))))
-    # Long pieces go through the heap-based merge (pieces over 48 bytes).
+    # Long pieces go through the heap-based merge (pieces over 12 bytes).
     out.append("a" * 300)
     out.append("ab" * 200)
     out.append(" " * 500 + "x")
