@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <pcre2.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,10 +34,8 @@ static const char EOT[] = "<|endoftext|>";
 static int byte_to_cp[256];
 static int cp_to_byte[324]; /* -1 where no byte maps to the code point */
 
-static void byte_map_init(void)
+static void byte_map_fill(void)
 {
-    static int done;
-    if (__atomic_load_n(&done, __ATOMIC_ACQUIRE)) return;
     int n = 0;
     for (int cp = 0; cp < 324; cp++) cp_to_byte[cp] = -1;
     for (int b = 0; b < 256; b++) {
@@ -44,7 +43,12 @@ static void byte_map_init(void)
         byte_to_cp[b] = printable ? b : 256 + n++;
         cp_to_byte[byte_to_cp[b]] = b;
     }
-    __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
+}
+
+static void byte_map_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, byte_map_fill);
 }
 
 /* Length of the valid UTF-8 character at s (1..4), or 0 if the bytes there are not one. */

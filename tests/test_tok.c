@@ -587,3 +587,30 @@ Test(prompts, escapes_and_bad_input)
     }
     unlink(path);
 }
+
+/* A loaded tokenizer is read-only: encoding from several threads at once gives the same ids as
+ * encoding one after another. */
+Test(tok, concurrent_encode_matches_sequential)
+{
+    sl_tok *t = shipped();
+    enum { K = 16 };
+    char *texts[K];
+    size_t lens[K], n_seq[K], n_par[K];
+    int32_t *seq[K], *par[K];
+    for (int k = 0; k < K; k++) {
+        texts[k] = synthetic_text(100 + (uint64_t)k, 20000, &lens[k]);
+        cr_assert_eq(sl_tok_encode(t, texts[k], lens[k], &seq[k], &n_seq[k]), SL_OK);
+    }
+    int rcs[K];
+#pragma omp parallel for num_threads(4) schedule(static, 1)
+    for (int k = 0; k < K; k++) rcs[k] = sl_tok_encode(t, texts[k], lens[k], &par[k], &n_par[k]);
+    for (int k = 0; k < K; k++) {
+        cr_assert_eq(rcs[k], SL_OK);
+        cr_assert_eq(n_par[k], n_seq[k]);
+        cr_assert(!memcmp(par[k], seq[k], n_seq[k] * sizeof(int32_t)), "text %d", k);
+        free(par[k]);
+        free(seq[k]);
+        free(texts[k]);
+    }
+    sl_tok_free(t);
+}
