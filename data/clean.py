@@ -161,6 +161,7 @@ def load_code(root):
         die(f"{base}: expected one extracted glibc-* folder (run data/fetch.sh)")
     top = os.path.join(base, tops[0])
     docs, skipped = [], 0
+    seen = set()
     paths = []
     for dirpath, dirnames, filenames in os.walk(top):
         dirnames.sort()
@@ -181,9 +182,13 @@ def load_code(root):
             skipped += 1
             continue
         text = clean_c(text)
-        if len(text) < 200:
+        # Exact duplicates (the same file under several sysdeps/ folders) are kept once, at
+        # their first path in sorted order, so that no test document is also a training one.
+        digest = hashlib.sha256(text.encode()).digest()
+        if len(text) < 200 or digest in seen:
             skipped += 1
             continue
+        seen.add(digest)
         docs.append(("glibc/" + rel, text))
     if not docs:
         die(f"{top}: no usable C files")
@@ -244,13 +249,21 @@ def code_candidates(doc_id, text):
     return out
 
 
-def prompts(test_docs, seed, domain, want, per_doc):
+def prompts(test_docs, train_text, seed, domain, want, per_doc):
+    """Candidates that occur verbatim in the training split are skipped, so that a prompt is
+    never text the models were trained on (common in code: `static int do_test (void)` ...)."""
     make = prose_candidates if domain == "prose" else code_candidates
     picked = []
     for doc_id, text in test_docs:
         cands = make(doc_id, text)
         ranked = sorted(range(len(cands)), key=lambda i: frac(seed, domain + "/prompt/" + doc_id, i))
-        for i in sorted(ranked[:per_doc]):
+        chosen = []
+        for i in ranked:
+            if len(chosen) == per_doc:
+                break
+            if cands[i] not in train_text:
+                chosen.append(i)
+        for i in sorted(chosen):
             picked.append((frac(seed, domain + "/order", f"{doc_id}#{i}"), cands[i]))
     picked.sort()
     return [p for _, p in picked[:want]]
@@ -281,7 +294,8 @@ def main():
         for name, ds in parts.items():
             write(os.path.join(a.out, f"{domain}.{name}.txt"), "".join(t + EOT for _, t in ds))
             print(f"{domain}.{name}: {len(ds)} documents, {sum(len(t.encode()) for _, t in ds)} bytes")
-        ps = prompts(parts["test"], a.seed, domain, a.n_prompts, per_doc=6 if domain == "prose" else 2)
+        train_text = "".join(t for _, t in parts["train"])
+        ps = prompts(parts["test"], train_text, a.seed, domain, a.n_prompts, per_doc=6 if domain == "prose" else 2)
         if len(ps) < 200:
             die(f"only {len(ps)} {domain} prompts from the test split, expected at least 200")
         write(os.path.join(a.prompts, f"{domain}.txt"), "".join(escape(p) + "\n" for p in ps))
