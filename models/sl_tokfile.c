@@ -124,23 +124,38 @@ int sl_tok_load_file(const char *path, sl_tok **out)
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return sl_fail(SL_EINPUT, "cannot read tokenizer %s: %s", path, strerror(errno));
-    int c;
-    while ((c = fgetc(f)) == ' ' || c == '\n' || c == '\t' || c == '\r') {}
     int rc = SL_OK;
     char *text = NULL;
-    if (c == '{') {
-        /* JSON: read all of it. */
-        if (fseeko(f, 0, SEEK_END)) rc = sl_fail(SL_EINPUT, "%s: cannot seek", path);
-        off_t size = ftello(f);
-        if (!rc) rewind(f);
-        text = rc ? NULL : sl_malloc((size_t)size + 1);
-        if (!rc && !text) rc = SL_EFAIL;
+    if (fseeko(f, 0, SEEK_END)) {
+        fclose(f);
+        return sl_fail(SL_EINPUT, "%s: cannot seek: %s", path, strerror(errno));
+    }
+    off_t size = ftello(f);
+    rewind(f);
+    /* safetensors first: 8-byte little-endian header length n, then a JSON header of n bytes
+     * starting with '{'. (Testing for JSON first would misread a model whose header length has
+     * 0x7B, '{', as its low byte.) A JSON file's first 8 bytes read as a length far exceed
+     * its size. */
+    unsigned char len8[9];
+    size_t got = fread(len8, 1, 9, f);
+    uint64_t hl = got == 9 ? get_u64(len8) : 0;
+    int is_st = got == 9 && hl >= 2 && hl <= (uint64_t)size - 8 && hl <= (1ULL << 31) && len8[8] == '{';
+    if (!is_st) {
+        size_t i = 0;
+        while (i < got && strchr(" \t\r\n", len8[i])) i++;
+        if (i == got || len8[i] != '{') {
+            fclose(f);
+            return sl_fail(SL_EINPUT, "%s: neither tokenizer JSON nor a safetensors model", path);
+        }
+        text = sl_malloc((size_t)size + 1);
+        if (!text) rc = SL_EFAIL;
+        rewind(f);
         if (!rc && fread(text, 1, (size_t)size, f) != (size_t)size) rc = sl_fail(SL_EINPUT, "%s: read failed", path);
+        fclose(f);
         if (!rc) {
             text[size] = 0;
             if (strlen(text) != (size_t)size) rc = sl_fail(SL_EINPUT, "%s: tokenizer JSON contains a NUL byte", path);
         }
-        fclose(f);
         if (!rc) rc = sl_tok_from_json(text, out);
         free(text);
         if (rc == SL_EINPUT && strncmp(sl_errmsg(), path, strlen(path))) {
@@ -149,21 +164,6 @@ int sl_tok_load_file(const char *path, sl_tok **out)
             sl_fail(rc, "%s: %s", path, msg);
         }
         return rc;
-    }
-    /* safetensors: 8-byte little-endian header length, then the JSON header. */
-    unsigned char len8[8];
-    rewind(f);
-    if (fread(len8, 1, 8, f) != 8) {
-        fclose(f);
-        return sl_fail(SL_EINPUT, "%s: neither tokenizer JSON nor safetensors (too short)", path);
-    }
-    uint64_t hl = get_u64(len8);
-    fseeko(f, 0, SEEK_END);
-    off_t size = ftello(f);
-    if (hl == 0 || hl > (uint64_t)size - 8 || hl > (1ULL << 31)) {
-        fclose(f);
-        return sl_fail(SL_EINPUT, "%s: neither tokenizer JSON nor safetensors (header length %llu, file %lld bytes)",
-                       path, (unsigned long long)hl, (long long)size);
     }
     text = sl_malloc((size_t)hl + 1);
     if (!text) {
