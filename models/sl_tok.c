@@ -718,14 +718,8 @@ int sl_tok_load_gpt2(const char *encoder_json, const char *vocab_bpe, sl_tok **o
     if (!rc) rc = parse_json(etext, strlen(etext), encoder_json, &enc);
     if (!rc && !json_object_is_type(enc, json_type_object))
         rc = sl_fail(SL_EINPUT, "%s: expected an object mapping token to id", encoder_json);
-    json_object **by_id = NULL;
-    size_t nv = 0;
-    if (!rc) {
-        nv = (size_t)json_object_object_length(enc);
-        by_id = sl_calloc(nv ? nv : 1, sizeof *by_id);
-        if (!by_id) rc = SL_EFAIL;
-    }
-    const char **keys = by_id ? sl_calloc(nv ? nv : 1, sizeof *keys) : NULL;
+    size_t nv = rc ? 0 : (size_t)json_object_object_length(enc);
+    const char **keys = rc ? NULL : sl_calloc(nv ? nv : 1, sizeof *keys); // (nv) token text by id
     if (!rc && !keys) rc = SL_EFAIL;
     if (!rc) {
         json_object_object_foreach(enc, key, val)
@@ -775,7 +769,6 @@ int sl_tok_load_gpt2(const char *encoder_json, const char *vocab_bpe, sl_tok **o
     if (doc) json_object_put(doc);
     if (enc) json_object_put(enc);
     free(keys);
-    free(by_id);
     free(etext);
     free(mtext);
     return rc;

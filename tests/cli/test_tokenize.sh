@@ -89,6 +89,12 @@ expect2 "decode: truncated token file" "header says" "$S" tokenize decode --toke
 expect2 "decode: token file from another vocabulary" "vocab size 4096" "$S" tokenize decode --tokenizer "$T/tok.json" --in "$T/big.tok"
 cp "$T/x.tok" "$T/keep.tok"
 expect2 "encode: unwritable --out" "cannot write" "$S" tokenize encode --tokenizer "$T/tok.json" --in "$T/in.bin" --out /nonexistent/x.tok
+mkdir -p "$T/g1" "$T/g2"
+printf '{"a": 0, "b": 0}' >"$T/g1/encoder.json"; printf '#version: 0.2\n' >"$T/g1/vocab.bpe"
+expect2 "gpt2 files: duplicate ids" "distinct ids" "$S" tokenize encode --gpt2 "$T/g1" --in "$T/in.bin"
+printf '{"a": 0,' >"$T/g2/encoder.json"; printf '#version: 0.2\n' >"$T/g2/vocab.bpe"
+expect2 "gpt2 files: malformed encoder.json" "malformed JSON" "$S" tokenize encode --gpt2 "$T/g2" --in "$T/in.bin"
+expect2 "gpt2 files: missing" "cannot read" "$S" tokenize encode --gpt2 "$T/nodir" --in "$T/in.bin"
 expect2 "unknown subcommand" "unknown subcommand" "$S" tokenize frobnicate
 
 # data/clean.py: empty and non-UTF-8 corpus inputs are a one-line error and exit 2.
