@@ -68,6 +68,7 @@ typedef struct {
     uint64_t stop_at;      /* stop after this step with a checkpoint, without export (0: never) */
     volatile sig_atomic_t *interrupted; /* set by a signal handler: checkpoint and stop */
     FILE *out;             /* log rows go here too (stdout), or NULL */
+    int progress;          /* a progress line on stderr (when it is a terminal) */
 } sl_train_run_opts;
 
 /* The whole run: read data, resume from DIR/checkpoint.bin if present, train, log, checkpoint,

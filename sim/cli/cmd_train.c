@@ -159,6 +159,7 @@ int sl_train_cli(int argc, char **argv, int distill)
     if (!o.eval_every) o.eval_every = o.h.steps / 10 ? o.h.steps / 10 : 1;
     if (!o.ckpt_every) o.ckpt_every = o.eval_every;
     o.out = stdout;
+    o.progress = sl_cli_progress_enabled();
 
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
