@@ -635,3 +635,33 @@ Test(train, bad_checkpoints_are_refused, .init = mk_tmpdir, .fini = rm_tmpdir)
     cr_assert_eq(n2, n - 100, "a refused checkpoint must be left as it was");
     free(good), free(bad), free(after);
 }
+
+/* Gradient accumulation: two micro-batches of B rows with grad_scale 1/2 give the gradient of the
+ * one batch of 2B rows that holds both (the loss is a mean over positions). float32 sums in a
+ * different order: 1e-6 of the largest gradient. */
+Test(train, accumulation_equals_one_big_batch)
+{
+    sl_train_config cfg = tiny_config(1);
+    int B = 2, T = 6, inp[24], tgt[24];
+    for (int i = 0; i < 2 * B * T; i++) inp[i] = (i * 5 + 1) % 24, tgt[i] = (i * 7 + 2) % 24;
+    sl_train_model *big = sl_train_model_alloc(&cfg, 2 * B, T, 1), *acc = sl_train_model_alloc(&cfg, B, T, 1);
+    randomize(big, 21);
+    memcpy(acc->params_mem, big->params_mem, big->n_params * sizeof(float));
+    sl_train_zero_grad(big);
+    sl_train_forward(big, inp, 2 * B, T);
+    sl_train_loss(big, SL_OBJ_CE, tgt, NULL, 2 * B, T, 1.0f);
+    sl_train_backward(big, inp, 2 * B, T);
+    sl_train_zero_grad(acc);
+    for (int k = 0; k < 2; k++) {
+        sl_train_forward(acc, inp + k * B * T, B, T);
+        sl_train_loss(acc, SL_OBJ_CE, tgt + k * B * T, NULL, B, T, 0.5f);
+        sl_train_backward(acc, inp + k * B * T, B, T);
+    }
+    double gmax = 0;
+    for (size_t i = 0; i < big->n_params; i++) gmax = fmax(gmax, fabs(big->grads_mem[i]));
+    for (size_t i = 0; i < big->n_params; i++)
+        cr_assert_leq(fabs(big->grads_mem[i] - acc->grads_mem[i]), 1e-6 * gmax, "param %zu: %g vs %g", i,
+                      big->grads_mem[i], acc->grads_mem[i]);
+    sl_train_model_free(big);
+    sl_train_model_free(acc);
+}
