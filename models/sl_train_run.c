@@ -163,14 +163,14 @@ int sl_train_run(const sl_train_run_opts *o)
     sl_train_config cfg;
     sl_train_tokens *train = NULL, *valid = NULL;
     sl_train_model *m = NULL, *teacher = NULL, *init = NULL;
-    char *tokenizer = NULL, *ckpt_path = NULL, *training = NULL;
+    char *tokenizer = NULL, *init_tokenizer = NULL, *ckpt_path = NULL, *training = NULL;
     int *inputs = NULL, *targets = NULL;
     gsl_rng *r = NULL;
     sl_train_ckpt_state st = {0};
 
     if (o->init_path) {
         /* The starting weights define the architecture; a --config given too must agree. */
-        if ((rc = sl_train_import(o->init_path, B, T > 0 ? T : 1, &init, NULL))) return rc;
+        if ((rc = sl_train_import(o->init_path, 1, 1, &init, &init_tokenizer))) return rc; /* weights only */
         cfg = init->cfg;
         sl_train_config given;
         if (o->config_json && (rc = sl_train_config_parse(o->config_json, &given)) == 0 &&
@@ -213,6 +213,10 @@ int sl_train_run(const sl_train_run_opts *o)
                          o->teacher_path, teacher->cfg.vocab_size, cfg.vocab_size);
             goto done;
         }
+    }
+    if (!tokenizer && init_tokenizer) { /* the teacher's tokenizer first, else the starting model's */
+        tokenizer = init_tokenizer;
+        init_tokenizer = NULL;
     }
     if (o->tokenizer_path) {
         free(tokenizer);
@@ -393,6 +397,7 @@ done:
     free(st.log);
     free(training);
     free(tokenizer);
+    free(init_tokenizer);
     free(ckpt_path);
     sl_train_model_free(m);
     sl_train_model_free(teacher);

@@ -45,7 +45,7 @@ static void usage(FILE *f, int distill)
             "                every N steps (steps/10); --eval-batches validation batches per row (8)\n"
             "  --dtype       weights stored in the output file (f32)\n"
             "  --tokenizer   JSON file with FORMAT.md's tokenizer object, stored in the output's metadata\n"
-            "                (distill copies the teacher's tokenizer when this is absent)\n"
+            "                (otherwise the teacher's, else the --init model's, is copied)\n"
             "  --init        start from this model's weights (its architecture; --config may be omitted);\n"
             "                with --steps 0 the run only evaluates them (distill: their KL and TV to the teacher)\n"
             "  --threads     OpenMP threads (default: all cores); results do not depend on it\n"

@@ -94,6 +94,8 @@ meta() { /usr/bin/python3 -c 'import sys,json,struct; b=open(sys.argv[1],"rb").r
 [ "$(meta "$T/tk.st" tokenizer)" = "$(cat "$T/tok.json")" ] && ok "--tokenizer stored" || bad "--tokenizer: $(meta "$T/tk.st" tokenizer)"
 "$S" distill "${BASE[@]}" --config "$CFG" --steps 2 --teacher "$T/tk.st" --objective kl --out "$T/tk2.st" >/dev/null 2>&1
 [ "$(meta "$T/tk2.st" tokenizer)" = "$(cat "$T/tok.json")" ] && ok "distill copies the teacher's tokenizer" || bad "distill tokenizer: $(meta "$T/tk2.st" tokenizer)"
+"$S" train "${BASE[@]}" --init "$T/tk.st" --steps 2 --out "$T/tk3.st" >/dev/null 2>&1
+[ "$(meta "$T/tk3.st" tokenizer)" = "$(cat "$T/tok.json")" ] && ok "--init copies the model's tokenizer" || bad "--init tokenizer: $(meta "$T/tk3.st" tokenizer)"
 expect_2 "--tokenizer not JSON" "not a JSON object" train "${BASE[@]}" --config "$CFG" --steps 3 --tokenizer "$T/bad.json" --out "$T/x3.st"
 
 # Same bytes whatever the thread count (fixed matmul blocks, fixed summation orders); batch 24 x 16
