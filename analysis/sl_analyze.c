@@ -1001,3 +1001,82 @@ int sl_analyze_report(const sl_analyze_result *res, sl_table ***out, size_t *n_o
     *n_out = n;
     return SL_OK;
 }
+
+/* ---- latency spread (recommend) ---- */
+
+static double quantile_sorted(const double *v, size_t n, double p)
+{
+    double h = (double)(n - 1) * p;
+    size_t i = (size_t)floor(h);
+    return i + 1 < n ? v[i] + (h - (double)i) * (v[i + 1] - v[i]) : v[n - 1];
+}
+
+int sl_analyze_latency(const char *path, double alpha, const size_t *gammas, size_t n_g, size_t answer, size_t n_sims,
+                       uint64_t seed, double c, const double *vtab, double *q)
+{
+    sl_log_reader *r = NULL;
+    int rc = sl_log_open(&r, path);
+    if (rc) return rc;
+    size_t ns = sl_log_n_sequences(r);
+    sl_log_seq *seqs = NULL;
+    rc = sl_log_sequences(r, &seqs);
+    int iid = sl_log_meta_of(r)->kind == SL_LOG_RUN;
+    size_t maxlen = 1, used = 0;
+    for (size_t s = 0; !rc && s < ns; s++) {
+        if ((size_t)seqs[s].n_rows > maxlen) maxlen = (size_t)seqs[s].n_rows;
+        used += seqs[s].n_rows > 0;
+    }
+    if (iid) used = 1;
+    size_t per = used ? (n_sims + used - 1) / used : 0;
+    double *lat = malloc((per * used + 1) * n_g * sizeof *lat), *beta = malloc(maxlen * sizeof *beta);
+    gsl_rng *rng = sl_rng_alloc(seed, SL_STREAM_ACCEPT, 0);
+    sl_log_pos_block b = {0};
+    if (!rc && (!lat || !beta || !rng)) rc = sl_fail(SL_EFAIL, "out of memory");
+    if (!rc && used == 0) rc = sl_fail(SL_EINPUT, "%s holds no rows", path);
+    size_t m = 0; /* simulations stored per gamma */
+    if (!rc && iid) {
+        beta[0] = alpha;
+        for (size_t j = 0; j < per; j++, m++)
+            for (size_t gi = 0; gi < n_g; gi++) {
+                sl_rng_reseed(rng, seed, SL_STREAM_ACCEPT, (1ULL << 40) + j * n_g + gi);
+                lat[gi * per * used + m] = sl_replay_latency(beta, 1, gammas[gi], answer, c, vtab, rng);
+            }
+    } else if (!rc) {
+        rc = sl_log_pos_block_alloc(&b, 4096);
+        size_t cur = 0, len = 0;
+        while (cur < ns && seqs[cur].n_rows == 0) cur++;
+        for (size_t first = 0; !rc && cur < ns; first += b.n) {
+            rc = sl_log_read_positions(r, first, &b);
+            if (rc || b.n == 0) break;
+            for (size_t i = 0; i < b.n && cur < ns; i++) {
+                double be = b.beta[i];
+                beta[len++] = be >= 0 && be <= 1 ? be : be > 1 ? 1 : 0; /* analyze rejects bad values; clamp here */
+                if (len < (size_t)seqs[cur].n_rows) continue;
+                for (size_t j = 0; j < per; j++, m++)
+                    for (size_t gi = 0; gi < n_g; gi++) {
+                        sl_rng_reseed(rng, seed, SL_STREAM_ACCEPT, (1ULL << 40) + ((uint64_t)cur * per + j) * n_g + gi);
+                        lat[gi * per * used + m] = sl_replay_latency(beta, len, gammas[gi], answer, c, vtab, rng);
+                    }
+                len = 0;
+                cur++;
+                while (cur < ns && seqs[cur].n_rows == 0) cur++;
+            }
+        }
+    }
+    for (size_t gi = 0; !rc && gi < n_g; gi++) {
+        double *v = lat + gi * per * used, mean = 0;
+        qsort(v, m, sizeof *v, cmp_double);
+        for (size_t j = 0; j < m; j++) mean += v[j];
+        q[gi * 4 + 0] = quantile_sorted(v, m, 0.5);
+        q[gi * 4 + 1] = quantile_sorted(v, m, 0.9);
+        q[gi * 4 + 2] = quantile_sorted(v, m, 0.99);
+        q[gi * 4 + 3] = mean / (double)m;
+    }
+    free(lat);
+    free(beta);
+    free(seqs);
+    if (rng) gsl_rng_free(rng);
+    if (b.cap) sl_log_pos_block_free(&b);
+    sl_log_close(r);
+    return rc;
+}

@@ -168,4 +168,12 @@ double sl_analyze_oracle_iid(double alpha, size_t gamma_max, double c, const dou
 double sl_replay_latency(const double *beta, size_t n, size_t gamma, size_t answer_tokens, double c, const double *vtab,
                          gsl_rng *r);
 
+/* Latency spread of an answer of answer_tokens under fixed gamma (each of gammas, n_g), in target-step
+ * units: n_sims simulations spread evenly over the logged sequences (measure log: each sequence's
+ * betas from its first position, wrapping around; run log: i.i.d. beta = alpha), simulation j of
+ * sequence s drawing from (seed, SL_STREAM_ACCEPT, 2^40 + s * per_seq + j). q (n_g, 4) receives
+ * P50, P90, P99 and the mean. */
+int sl_analyze_latency(const char *path, double alpha, const size_t *gammas, size_t n_g, size_t answer_tokens,
+                       size_t n_sims, uint64_t seed, double c, const double *vtab, double *q);
+
 #endif

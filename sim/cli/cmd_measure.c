@@ -25,6 +25,7 @@ static void usage(void)
            "  --noise S             noisy: draft logit noise sd (default 1)\n"
            "  --draft-temperature T tempered: draft logits / T (default 1.5)\n"
            "  --context C           synthetic context length (default 4096)\n"
+           "  --draft-vocab V       give the synthetic draft another vocabulary (to test the mismatch check)\n"
            "  --sequences K         synthetic: K random prompts (default 8)\n"
            "  --prompt-len L        synthetic: tokens per random prompt (default 4)\n"
            "  --prompt-ids FILE     prompts as token ids, one prompt per line (instead of random ones)\n"
@@ -104,7 +105,8 @@ int sl_cmd_measure(int argc, char **argv)
         {"dist-deflate", required_argument, 0, 'Z'}, {"out", required_argument, 0, 'o'},
         {"format", required_argument, 0, 'f'},      {"target", required_argument, 0, 't'},
         {"draft", required_argument, 0, 'r'},       {"prompts", required_argument, 0, 'p'},
-        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
+        {"draft-vocab", required_argument, 0, 'W'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     sl_synth_params sp = SL_SYNTH_DEFAULT;
     sl_log_meta meta;
@@ -113,7 +115,7 @@ int sl_cmd_measure(int argc, char **argv)
     meta.seed = 1;
     sl_log_write_opts wo = SL_LOG_WRITE_OPTS_DEFAULT;
     const char *synthetic = NULL, *out = NULL, *prompt_ids = NULL, *target = NULL, *draft = NULL, *prompts = NULL;
-    long K = 8, L = 4, N = -1, v;
+    long K = 8, L = 4, N = -1, v, draft_vocab = 0;
     sl_format fmt = SL_FMT_TABLE;
     int c, rc = SL_OK;
     optind = 1;
@@ -144,6 +146,7 @@ int sl_cmd_measure(int argc, char **argv)
         case 't': target = optarg; break;
         case 'r': draft = optarg; break;
         case 'p': prompts = optarg; break;
+        case 'W': rc = sl_cli_long_in("--draft-vocab", optarg, 2, 1L << 24, &draft_vocab); break;
         case 'h': usage(); return 0;
         default: return sl_fail(SL_EINPUT, "unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
         }
@@ -191,7 +194,9 @@ int sl_cmd_measure(int argc, char **argv)
     }
     sl_synth_lm *mt = NULL, *md = NULL;
     if (!rc) rc = sl_synth_alloc(&sp, 0, &mt);
-    if (!rc) rc = sl_synth_alloc(&sp, 1, &md);
+    sl_synth_params spd = sp;
+    if (draft_vocab) spd.V = (size_t)draft_vocab;
+    if (!rc) rc = sl_synth_alloc(&spd, 1, &md);
     if (!rc) {
         sl_lm lt = sl_synth_lm_of(mt), ld = sl_synth_lm_of(md);
         sl_log_prompts pr = {np, (const int32_t *const *)ptok, plen, NULL};
