@@ -328,7 +328,7 @@ static int dists_pass(sl_log_reader *r, const sl_analyze_opts *o, sl_analyze_res
 /* ---- cost set-up ---- */
 
 static int setup_costs(const sl_analyze_opts *o, const sl_log_costs *lc, sl_theory_vcost *own, const sl_theory_vcost **vc,
-                       double *vtab, size_t G, sl_analyze_result *res)
+                       double *vtab, size_t *G, sl_analyze_result *res)
 {
     *vc = o->vc;
     res->c_deploy = o->c;
@@ -343,8 +343,17 @@ static int setup_costs(const sl_analyze_opts *o, const sl_log_costs *lc, sl_theo
         *vc = own;
     }
     vtab[0] = 1; /* gamma = 0: one plain target step, the unit of cost */
-    for (size_t g = 1; g <= G; g++) {
+    for (size_t g = 1; g <= *G; g++) {
         int rc = sl_theory_vcost_eval(*vc, (long)g + 1, &vtab[g]);
+        if (rc && g > 1 && (*vc)->kind == SL_VCOST_TABLE) {
+            /* A measured table covers the gammas that were run: search only those. */
+            char msg[160];
+            snprintf(msg, sizeof msg, "the v(n) table ends at n = %zu: gamma is searched up to %zu", g, g - 1);
+            note(res, msg);
+            sl_err_clear();
+            *G = g - 1;
+            break;
+        }
         if (rc) return rc;
     }
     res->n_cs = 0;
@@ -769,7 +778,10 @@ int sl_analyze_file(const char *path, const sl_analyze_opts *o, sl_analyze_resul
     const sl_theory_vcost *vc = NULL;
     double vtab[SL_ANALYZE_GMAX + 1];
     if (meta->kind == SL_LOG_RUN) rc = sl_log_read_costs(r, &lc);
-    if (!rc) rc = setup_costs(o, &lc, &own, &vc, vtab, o->gamma_max, res);
+    sl_analyze_opts oo = *o; /* gamma_max may shrink to a measured v(n) table */
+    if (!rc) rc = setup_costs(o, &lc, &own, &vc, vtab, &oo.gamma_max, res);
+    res->gamma_max = oo.gamma_max;
+    o = &oo;
     if (!rc && o->beta_only) {
         if (!sl_log_has_dists(r)) rc = sl_fail(SL_EINPUT, "%s holds beta-level data only: --beta-only needs /distributions", path);
         else rc = dists_pass(r, o, res);
