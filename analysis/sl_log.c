@@ -531,6 +531,23 @@ int sl_log_writer_open(sl_log_writer **out, const char *path, const sl_log_meta 
             }
         }
         if (d) closedir(d);
+        /* ... and a final file's temporary from a run killed while assembling (OUT.h5.tmp.PID). */
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", path);
+        char *slash = strrchr(parent, '/');
+        const char *base = slash ? slash + 1 : path;
+        if (slash) *slash = 0;
+        else snprintf(parent, sizeof parent, ".");
+        size_t bl = strlen(base);
+        d = opendir(slash && !parent[0] ? "/" : parent);
+        while (d && (e = readdir(d))) {
+            if (!strncmp(e->d_name, base, bl) && !strncmp(e->d_name + bl, ".tmp.", 5)) {
+                char full[8300];
+                snprintf(full, sizeof full, "%s/%s", slash && !parent[0] ? "" : parent, e->d_name);
+                unlink(full);
+            }
+        }
+        if (d) closedir(d);
     }
     if (rc) {
         sl_log_writer_close(w);
