@@ -260,6 +260,30 @@ static int row_bad(const float *p, const float *q, size_t V)
     return bad;
 }
 
+typedef struct {
+    const float *p, *q;
+    size_t V;
+    const double *inv_l;
+    size_t nl;
+    int beta_only;
+    row_stats *rs;
+    int *bad;
+    size_t n;
+} rows_job;
+
+/* Rows 16i .. 16i+15 of the block. */
+static void rows_one(void *ctx, size_t item, int tid)
+{
+    (void)tid;
+    rows_job *j = ctx;
+    for (size_t i = item * 16; i < j->n && i < item * 16 + 16; i++) {
+        const float *pi = j->p + i * j->V, *qi = j->q + i * j->V;
+        j->bad[i] = row_bad(pi, qi, j->V);
+        if (j->beta_only) j->rs[i].beta = beta_kernel(pi, qi, j->V);
+        else row_kernel(pi, qi, j->V, j->inv_l, j->nl, &j->rs[i]);
+    }
+}
+
 static int dists_pass(sl_log_reader *r, const sl_analyze_opts *o, sl_analyze_result *res)
 {
     size_t V = sl_log_meta_of(r)->vocab_size, total = sl_log_n_rows(r), ch = sl_log_dist_rows_per_chunk(r);
@@ -280,13 +304,8 @@ static int dists_pass(sl_log_reader *r, const sl_analyze_opts *o, sl_analyze_res
         rc = sl_log_read_dists(r, first, n, p, q, o->fast, nt);
         if (!rc && !o->beta_only) rc = sl_log_read_positions(r, first, &pb);
         if (rc) break;
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (size_t i = 0; i < n; i++) {
-            const float *pi = p + i * V, *qi = q + i * V;
-            bad[i] = row_bad(pi, qi, V);
-            if (o->beta_only) rs[i].beta = beta_kernel(pi, qi, V);
-            else row_kernel(pi, qi, V, inv_l, nl, &rs[i]);
-        }
+        rows_job job = {p, q, V, inv_l, nl, o->beta_only, rs, bad, n};
+        sl_log_parallel((n + 15) / 16, nt, rows_one, &job);
         for (size_t i = 0; i < n && !rc; i++) { /* in row order: the same sums for any thread count */
             if (bad[i]) {
                 rc = sl_fail(SL_EINPUT, "log: /distributions row %zu holds a NaN, negative or > 1 probability", first + i);

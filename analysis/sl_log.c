@@ -14,6 +14,8 @@
 #include <math.h>
 #include <nettle/sha2.h>
 #include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -988,6 +990,8 @@ struct sl_log_reader {
     size_t n_slots;
     uint16_t **h16;        /* per thread: (chunk, V) half scratch */
     int n_h16;
+    struct libdeflate_decompressor **dc; /* per thread */
+    int n_dc;
     /* random access cache */
     long cache_chunk;
     float *cache_p, *cache_q; /* (dist_chunk, V) */
@@ -1023,6 +1027,8 @@ void sl_log_close(sl_log_reader *r)
     free(r->raw_n);
     for (int i = 0; i < r->n_h16; i++) free(r->h16[i]);
     free(r->h16);
+    for (int i = 0; i < r->n_dc; i++) libdeflate_free_decompressor(r->dc[i]);
+    free(r->dc);
     free(r->cache_p);
     free(r->cache_q);
     free(r->path);
@@ -1415,6 +1421,84 @@ static int read_dists_naive(sl_log_reader *r, size_t first, size_t n, float *p, 
     return SL_OK;
 }
 
+typedef struct {
+    sl_log_reader *r;
+    float *p, *q;
+    const uint32_t *mask;
+    size_t first, n, c0, ch, V, esz, chunk_bytes;
+    volatile int bad;
+} inflate_job;
+
+/* Inflates slot s (chunk s / 2, p or q) into its rows of p or q. */
+static void inflate_one(void *ctx, size_t s, int tid)
+{
+    inflate_job *j = ctx;
+    sl_log_reader *r = j->r;
+    size_t ch = j->ch, V = j->V, i = s / 2, row0 = (j->c0 + i) * ch - j->first;
+    size_t left = j->first + j->n - (j->c0 + i) * ch, rows = left < ch ? left : ch;
+    float *dst = (s % 2 ? j->q : j->p) + row0 * V;
+    size_t got = j->chunk_bytes;
+    int deflated = r->dist_deflate == 1 && !(j->mask[s] & 1), bad = 0;
+    void *out = j->esz == 4 && rows == ch ? (void *)dst : j->esz == 2 ? (void *)r->h16[tid] : NULL;
+    unsigned char *tmp = NULL;
+    if (!out) out = tmp = malloc(j->chunk_bytes); /* the short last chunk of float32 */
+    if (!out) bad = 1;
+    else if (deflated)
+        bad = libdeflate_zlib_decompress(r->dc[tid], r->raw[s], r->raw_n[s], out, j->chunk_bytes, &got) != LIBDEFLATE_SUCCESS ||
+              got != j->chunk_bytes;
+    else if (r->raw_n[s] != j->chunk_bytes)
+        bad = 1;
+    else
+        memcpy(out, r->raw[s], j->chunk_bytes);
+    if (!bad) {
+        if (j->esz == 2) f16_to_f32_n(out, dst, rows * V);
+        else if (out != dst) memcpy(dst, out, rows * V * 4);
+    }
+    free(tmp);
+    if (bad) j->bad = 1;
+}
+
+typedef struct {
+    size_t n;
+    void (*fn)(void *, size_t, int);
+    void *ctx;
+    _Atomic size_t next;
+} par_job;
+
+typedef struct {
+    par_job *job;
+    int tid;
+} par_arg;
+
+static void *par_worker(void *a)
+{
+    par_arg *pa = a;
+    for (;;) {
+        size_t i = atomic_fetch_add(&pa->job->next, 1);
+        if (i >= pa->job->n) break;
+        pa->job->fn(pa->job->ctx, i, pa->tid);
+    }
+    return NULL;
+}
+
+void sl_log_parallel(size_t n, int nt, void (*fn)(void *ctx, size_t i, int tid), void *ctx)
+{
+    par_job job = {n, fn, ctx, 0};
+    if (nt < 1) nt = 1;
+    if ((size_t)nt > n) nt = n ? (int)n : 1;
+    pthread_t th[64];
+    par_arg args[64];
+    int started = 0;
+    for (int t = 1; t < nt && t < 64; t++) {
+        args[t] = (par_arg){&job, t};
+        if (pthread_create(&th[t], NULL, par_worker, &args[t]) != 0) break;
+        started = t;
+    }
+    args[0] = (par_arg){&job, 0};
+    par_worker(&args[0]); /* whatever the workers did not take, this thread does */
+    for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
+}
+
 int sl_log_read_dists(sl_log_reader *r, size_t first, size_t n, float *p, float *q, int fast, int threads)
 {
     if (!r->has_dists) return sl_fail(SL_EINPUT, "%s holds beta-level data only (no /distributions)", r->path);
@@ -1464,44 +1548,19 @@ int sl_log_read_dists(sl_log_reader *r, size_t first, size_t n, float *p, float 
     if (!rc && esz == 2)
         for (int i = 0; i < nt; i++)
             if (!r->h16[i] && !(r->h16[i] = malloc(chunk_bytes))) rc = sl_fail(SL_EFAIL, "out of memory");
-    int bad = 0;
-    if (!rc) {
-#pragma omp parallel num_threads(nt) reduction(| : bad)
-        {
-            struct libdeflate_decompressor *dc = libdeflate_alloc_decompressor();
-            int tid = omp_get_thread_num();
-#pragma omp for schedule(static)
-            for (size_t s = 0; s < 2 * nch; s++) {
-                size_t i = s / 2, row0 = (c0 + i) * ch - first; /* row offset inside p/q */
-                size_t rows = first + n - (c0 + i) * ch < ch ? first + n - (c0 + i) * ch : ch;
-                float *dst = (s % 2 ? q : p) + row0 * V;
-                const void *src = r->raw[s];
-                size_t got = chunk_bytes;
-                int deflated = r->dist_deflate == 1 && !(mask[s] & 1);
-                void *out = esz == 4 && rows == ch ? (void *)dst : esz == 2 ? (void *)r->h16[tid] : NULL;
-                unsigned char *tmp = NULL;
-                if (!out) out = tmp = malloc(chunk_bytes); /* short last chunk of float32 */
-                if (!dc || !out) {
-                    bad |= 1;
-                } else if (deflated) {
-                    if (libdeflate_zlib_decompress(dc, src, r->raw_n[s], out, chunk_bytes, &got) != LIBDEFLATE_SUCCESS ||
-                        got != chunk_bytes)
-                        bad |= 1;
-                } else if (r->raw_n[s] != chunk_bytes) {
-                    bad |= 1;
-                } else {
-                    memcpy(out, src, chunk_bytes);
-                }
-                if (!bad) {
-                    if (esz == 2) f16_to_f32_n(out, dst, rows * V);
-                    else if (out != dst) memcpy(dst, out, rows * V * 4);
-                }
-                free(tmp);
-            }
-            libdeflate_free_decompressor(dc);
-        }
-        if (bad) rc = sl_fail(SL_EINPUT, "%s: a /distributions chunk does not inflate (corrupt file?)", r->path);
+    if (!rc && r->n_dc < nt) {
+        r->dc = realloc(r->dc, (size_t)nt * sizeof *r->dc);
+        for (int i = r->n_dc; i < nt; i++) r->dc[i] = libdeflate_alloc_decompressor();
+        r->n_dc = nt;
+        for (int i = 0; i < nt; i++)
+            if (!r->dc[i]) rc = sl_fail(SL_EFAIL, "out of memory");
     }
+    if (!rc) {
+        inflate_job job = {r, p, q, mask, first, n, c0, ch, V, esz, chunk_bytes, 0};
+        sl_log_parallel(2 * nch, nt, inflate_one, &job);
+        if (job.bad) rc = sl_fail(SL_EINPUT, "%s: a /distributions chunk does not inflate (corrupt file?)", r->path);
+    }
+
     free(mask);
     return rc;
 }

@@ -210,6 +210,10 @@ int sl_log_read_dists(sl_log_reader *r, size_t first, size_t n, float *p, float 
 /* One row (random access, e.g. for a Monte Carlo row source), as doubles. Caches one chunk. */
 int sl_log_read_row(sl_log_reader *r, size_t row, double *p, double *q);
 
+/* Runs fn(ctx, i, tid) for i in [0, n) on nt threads (tid in [0, nt)), items handed out one at a
+ * time; the threads block instead of spinning, which matters on a busy machine. Blocks until done. */
+void sl_log_parallel(size_t n, int nt, void (*fn)(void *ctx, size_t i, int tid), void *ctx);
+
 /* float16 <-> float32 (IEEE binary16, round to nearest even). */
 uint16_t sl_log_f32_to_f16(float f);
 float sl_log_f16_to_f32(uint16_t h);
