@@ -284,28 +284,73 @@ static void rows_one(void *ctx, size_t item, int tid)
     }
 }
 
+typedef struct {
+    sl_log_reader *r;
+    size_t k0, ch, V, nl;
+    const double *inv_l;
+    int beta_only;
+    row_stats *rs;
+    int *bad;
+    volatile long err_chunk; /* -1 = none */
+} chunk_job;
+
+/* Chunk k0 + item: decode (or map) it and compute every row's statistics. */
+static void chunk_one(void *ctx, size_t item, int tid)
+{
+    chunk_job *j = ctx;
+    const float *p, *q;
+    size_t rows;
+    if (sl_log_dist_chunk(j->r, j->k0 + item, tid, &p, &q, &rows)) {
+        j->err_chunk = (long)(j->k0 + item);
+        return;
+    }
+    for (size_t i = 0; i < rows; i++) {
+        size_t at = item * j->ch + i;
+        const float *pi = p + i * j->V, *qi = q + i * j->V;
+        j->bad[at] = row_bad(pi, qi, j->V);
+        if (j->beta_only) j->rs[at].beta = beta_kernel(pi, qi, j->V);
+        else row_kernel(pi, qi, j->V, j->inv_l, j->nl, &j->rs[at]);
+    }
+}
+
 static int dists_pass(sl_log_reader *r, const sl_analyze_opts *o, sl_analyze_result *res)
 {
     size_t V = sl_log_meta_of(r)->vocab_size, total = sl_log_n_rows(r), ch = sl_log_dist_rows_per_chunk(r);
     int nt = o->threads > 0 ? o->threads : omp_get_max_threads();
-    size_t block = ch * (size_t)(4 * nt);
-    float *p = malloc(block * V * sizeof *p), *q = malloc(block * V * sizeof *q);
+    int direct = o->fast && sl_log_dist_direct(r);
+    /* Direct access decodes in place, so blocks can be larger: 16 chunks a thread instead of 4. */
+    size_t block = ch * (size_t)((direct ? 16 : 4) * nt);
+    float *p = direct ? NULL : malloc(block * V * sizeof *p), *q = direct ? NULL : malloc(block * V * sizeof *q);
     row_stats *rs = malloc(block * sizeof *rs);
     int *bad = malloc(block * sizeof *bad);
     sl_log_pos_block pb = {0};
-    int rc = p && q && rs && bad ? SL_OK : sl_fail(SL_EFAIL, "out of memory");
+    int rc = (direct || (p && q)) && rs && bad ? SL_OK : sl_fail(SL_EFAIL, "out of memory");
     if (!rc && !o->beta_only) rc = sl_log_pos_block_alloc(&pb, block);
     double inv_l[32];
     size_t nl = o->beta_only ? 0 : o->n_lenience;
     for (size_t j = 0; j < nl; j++) inv_l[j] = 1 / o->lenience[j];
     double sb = 0, sm = 0, sn = 0, maxdiff = 0, sl[32] = {0}, st0[32] = {0};
+    if (!rc && direct) rc = sl_log_dist_prepare(r, nt);
     for (size_t first = 0; first < total && !rc; first += block) {
         size_t n = total - first < block ? total - first : block;
-        rc = sl_log_read_dists(r, first, n, p, q, o->fast, nt);
-        if (!rc && !o->beta_only) rc = sl_log_read_positions(r, first, &pb);
+        if (!o->beta_only) rc = sl_log_read_positions(r, first, &pb);
         if (rc) break;
-        rows_job job = {p, q, V, inv_l, nl, o->beta_only, rs, bad, n};
-        sl_log_parallel((n + 15) / 16, nt, rows_one, &job);
+        if (direct) { /* decode and compute chunk by chunk on nt threads, no copies of raw chunks */
+            chunk_job job = {r, first / ch, ch, V, nl, inv_l, o->beta_only, rs, bad, -1};
+            sl_log_parallel((n + ch - 1) / ch, nt, chunk_one, &job);
+            if (job.err_chunk >= 0) {
+                const float *a, *b2;
+                size_t nr;
+                rc = sl_log_dist_chunk(r, (size_t)job.err_chunk, 0, &a, &b2, &nr); /* the message, on this thread */
+                if (!rc) rc = sl_fail(SL_EFAIL, "decoding a distribution chunk failed");
+                break;
+            }
+        } else {
+            rc = sl_log_read_dists(r, first, n, p, q, o->fast, nt);
+            if (rc) break;
+            rows_job job = {p, q, V, inv_l, nl, o->beta_only, rs, bad, n};
+            sl_log_parallel((n + 15) / 16, nt, rows_one, &job);
+        }
         for (size_t i = 0; i < n && !rc; i++) { /* in row order: the same sums for any thread count */
             if (bad[i]) {
                 rc = sl_fail(SL_EINPUT, "log: /distributions row %zu holds a NaN, negative or > 1 probability", first + i);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -321,6 +322,9 @@ typedef struct {
 typedef struct {
     const table_def *def;
     hid_t group;
+    int dist_level;   /* distributions: deflate level of the direct chunk writes (0 = raw) */
+    unsigned char *zbuf; /* distributions: compressed chunk scratch */
+    size_t zcap;
     size_t chunk_rows, nbuf;
     hsize_t nrows;
     col_w *cols; /* (def->n_cols) */
@@ -334,6 +338,7 @@ static void table_w_close(table_w *t)
         free(t->cols[c].buf);
     }
     free(t->cols);
+    free(t->zbuf);
     if (t->group > 0) H5Gclose(t->group);
     memset(t, 0, sizeof *t);
 }
@@ -352,6 +357,7 @@ static int table_w_create(table_w *t, hid_t file, const table_def *def, size_t V
     t->def = def;
     int is_dist = def->cols[0].type == T_DIST;
     t->chunk_rows = is_dist ? dist_chunk_rows(V, d) : ROW_CHUNK;
+    t->dist_level = is_dist ? dist_level : 0;
     t->group = H5Gcreate2(file, def->group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     t->cols = calloc(def->n_cols, sizeof *t->cols);
     if (t->group < 0 || !t->cols) return sl_fail(SL_EFAIL, "cannot create group %s", def->group);
@@ -376,9 +382,51 @@ static int table_w_create(table_w *t, hid_t file, const table_def *def, size_t V
     return SL_OK;
 }
 
+/* Distributions go out as whole chunks written directly (H5Dwrite_chunk), deflated by libdeflate
+ * when that saves at least 10% and stored raw otherwise, with the deflate filter marked as skipped
+ * for that chunk (HDF5's optional-filter mask, which every HDF5 reader, h5py included, honours).
+ * float32 probabilities deflate by only ~7%: storing those chunks raw spares every reader an
+ * inflate pass that buys almost nothing. The last, partial chunk is padded with zeros, as HDF5
+ * stores edge chunks whole. */
+static int dist_flush(table_w *t)
+{
+    size_t V = t->cols[0].width, esz = t->cols[0].esize, bytes = t->chunk_rows * V * esz;
+    if (t->nrows % t->chunk_rows) return sl_fail(SL_EFAIL, "distribution rows not chunk-aligned");
+    if (t->zcap < bytes + 1024) {
+        free(t->zbuf);
+        t->zcap = bytes + 1024;
+        t->zbuf = malloc(t->zcap);
+        if (!t->zbuf) return sl_fail(SL_EFAIL, "out of memory");
+    }
+    struct libdeflate_compressor *z = t->dist_level > 0 ? libdeflate_alloc_compressor(t->dist_level) : NULL;
+    int rc = SL_OK;
+    for (size_t c = 0; c < t->def->n_cols && !rc; c++) {
+        col_w *cw = &t->cols[c];
+        if (t->nbuf < t->chunk_rows) memset(cw->buf + t->nbuf * V * esz, 0, (t->chunk_rows - t->nbuf) * V * esz);
+        hsize_t dims[2] = {t->nrows + t->nbuf, V}, off[2] = {t->nrows, 0};
+        if (H5Dset_extent(cw->dset, dims) < 0) {
+            rc = sl_fail(SL_EFAIL, "cannot extend %s/%s", t->def->group, t->def->cols[c].name);
+            break;
+        }
+        size_t zn = z ? libdeflate_zlib_compress(z, cw->buf, bytes, t->zbuf, t->zcap) : 0;
+        int raw = !(zn > 0 && zn <= bytes - bytes / 10);
+        /* Mask bit 0 set: the pipeline's filter 0 (deflate; 0 filters when the level is 0) was skipped. */
+        uint32_t mask = raw && t->dist_level > 0 ? 1u : 0u;
+        if (H5Dwrite_chunk(cw->dset, H5P_DEFAULT, mask, off, raw ? bytes : zn, raw ? (void *)cw->buf : (void *)t->zbuf) < 0)
+            rc = sl_fail(SL_EFAIL, "writing %s/%s failed (disk full?)", t->def->group, t->def->cols[c].name);
+    }
+    if (z) libdeflate_free_compressor(z);
+    if (!rc) {
+        t->nrows += t->nbuf;
+        t->nbuf = 0;
+    }
+    return rc;
+}
+
 static int table_w_flush(table_w *t)
 {
     if (t->nbuf == 0) return SL_OK;
+    if (t->def->cols[0].type == T_DIST) return dist_flush(t);
     for (size_t c = 0; c < t->def->n_cols; c++) {
         col_w *cw = &t->cols[c];
         int rank = cw->width > 1 || t->def->cols[c].type == T_DIST ? 2 : 1;
@@ -992,6 +1040,15 @@ struct sl_log_reader {
     int n_h16;
     struct libdeflate_decompressor **dc; /* per thread */
     int n_dc;
+    /* direct access: the file mapped read-only and every distribution chunk's place in it */
+    const unsigned char *map;
+    size_t map_len;
+    size_t n_chunks;
+    uint64_t *caddr, *csize; /* (n_chunks, 2): p then q */
+    uint32_t *cmask;         /* (n_chunks, 2) */
+    int nt_scratch;
+    unsigned char **zs;      /* per thread: (chunk bytes) inflated chunk */
+    float **fs;              /* per thread: (2, chunk rows, V) float copies when needed */
     /* random access cache */
     long cache_chunk;
     float *cache_p, *cache_q; /* (dist_chunk, V) */
@@ -1029,6 +1086,10 @@ void sl_log_close(sl_log_reader *r)
     free(r->h16);
     for (int i = 0; i < r->n_dc; i++) libdeflate_free_decompressor(r->dc[i]);
     free(r->dc);
+    if (r->map) munmap((void *)r->map, r->map_len);
+    free(r->caddr), free(r->csize), free(r->cmask);
+    for (int i = 0; i < r->nt_scratch; i++) free(r->zs[i]), free(r->fs[i]);
+    free(r->zs), free(r->fs);
     free(r->cache_p);
     free(r->cache_q);
     free(r->path);
@@ -1036,6 +1097,103 @@ void sl_log_close(sl_log_reader *r)
 }
 
 static int read_cols_i64(sl_log_reader *r, size_t t, size_t c, size_t first, size_t n, int64_t *out);
+
+/* Finds every distribution chunk's address in the file and maps the file, so that chunks can be
+ * decoded on many threads without calling HDF5 (which is not thread-safe). Any surprise (a user
+ * block, an unallocated chunk, an address beyond the end) leaves direct access off; the HDF5 paths
+ * still work. */
+static void map_chunks(sl_log_reader *r)
+{
+    size_t ch = r->dist_chunk, n = ch ? (r->rows[M_DIST] + ch - 1) / ch : 0;
+    hid_t fcpl = H5Fget_create_plist(r->file);
+    hsize_t ub = 1;
+    H5Pget_userblock(fcpl, &ub);
+    H5Pclose(fcpl);
+    if (n == 0 || ub != 0) return;
+    r->caddr = malloc(2 * n * sizeof *r->caddr);
+    r->csize = malloc(2 * n * sizeof *r->csize);
+    r->cmask = malloc(2 * n * sizeof *r->cmask);
+    int fd = open(r->path, O_RDONLY);
+    struct stat st;
+    int ok = r->caddr && r->csize && r->cmask && fd >= 0 && fstat(fd, &st) == 0;
+    for (size_t k = 0; ok && k < n; k++)
+        for (int c = 0; c < 2 && ok; c++) {
+            hsize_t off[2] = {k * ch, 0}, size = 0;
+            haddr_t addr = 0;
+            unsigned mask = 0;
+            ok = H5Dget_chunk_info_by_coord(r->cols[M_DIST][c].d, off, &mask, &addr, &size) >= 0 && addr != HADDR_UNDEF &&
+                 size > 0 && addr + size <= (uint64_t)st.st_size;
+            r->caddr[2 * k + (size_t)c] = addr, r->csize[2 * k + (size_t)c] = size, r->cmask[2 * k + (size_t)c] = mask;
+        }
+    void *m = ok ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (fd >= 0) close(fd);
+    if (m == MAP_FAILED) {
+        free(r->caddr), free(r->csize), free(r->cmask);
+        r->caddr = r->csize = NULL, r->cmask = NULL;
+        return;
+    }
+    madvise(m, (size_t)st.st_size, MADV_SEQUENTIAL);
+    r->map = m;
+    r->map_len = (size_t)st.st_size;
+    r->n_chunks = n;
+}
+
+int sl_log_dist_direct(const sl_log_reader *r) { return r->map != NULL; }
+
+int sl_log_dist_prepare(sl_log_reader *r, int nt)
+{
+    if (!r->map) return sl_fail(SL_EFAIL, "no direct access to %s", r->path);
+    size_t V = r->meta.vocab_size, ch = r->dist_chunk, esz = r->dist_type == SL_LOG_DIST_F16 ? 2 : 4;
+    if (r->n_dc < nt) {
+        r->dc = realloc(r->dc, (size_t)nt * sizeof *r->dc);
+        for (int i = r->n_dc; i < nt; i++) r->dc[i] = libdeflate_alloc_decompressor();
+        r->n_dc = nt;
+    }
+    if (r->nt_scratch < nt) {
+        r->zs = realloc(r->zs, (size_t)nt * sizeof *r->zs);
+        r->fs = realloc(r->fs, (size_t)nt * sizeof *r->fs);
+        for (int i = r->nt_scratch; i < nt; i++) {
+            r->zs[i] = malloc(2 * ch * V * esz);
+            r->fs[i] = malloc(2 * ch * V * sizeof(float));
+        }
+        r->nt_scratch = nt;
+    }
+    for (int i = 0; i < nt; i++)
+        if (!r->dc[i] || !r->zs[i] || !r->fs[i]) return sl_fail(SL_EFAIL, "out of memory");
+    return SL_OK;
+}
+
+int sl_log_dist_chunk(sl_log_reader *r, size_t k, int tid, const float **p, const float **q, size_t *rows)
+{
+    size_t V = r->meta.vocab_size, ch = r->dist_chunk, esz = r->dist_type == SL_LOG_DIST_F16 ? 2 : 4;
+    size_t bytes = ch * V * esz, total = r->rows[M_DIST];
+    *rows = total - k * ch < ch ? total - k * ch : ch;
+    const float **out[2] = {p, q};
+    for (int c = 0; c < 2; c++) {
+        size_t s = 2 * k + (size_t)c;
+        const unsigned char *src = r->map + r->caddr[s];
+        int deflated = r->dist_deflate == 1 && !(r->cmask[s] & 1);
+        if (deflated) {
+            unsigned char *z = r->zs[tid] + (size_t)c * bytes;
+            size_t got = 0;
+            if (libdeflate_zlib_decompress(r->dc[tid], src, r->csize[s], z, bytes, &got) != LIBDEFLATE_SUCCESS || got != bytes)
+                return sl_fail(SL_EINPUT, "%s: /distributions chunk at row %zu does not inflate (corrupt file?)", r->path, k * ch);
+            src = z;
+        } else if (r->csize[s] != bytes) {
+            return sl_fail(SL_EINPUT, "%s: /distributions chunk at row %zu has %llu bytes, expected %zu", r->path, k * ch,
+                           (unsigned long long)r->csize[s], bytes);
+        }
+        if (esz == 4 && ((uintptr_t)src % sizeof(float)) == 0) {
+            *out[c] = (const float *)(const void *)src; /* straight from the page cache or the inflate buffer */
+        } else {
+            float *f = r->fs[tid] + (size_t)c * ch * V;
+            if (esz == 2) f16_to_f32_n((const uint16_t *)(const void *)src, f, *rows * V);
+            else memcpy(f, src, *rows * V * sizeof(float));
+            *out[c] = f;
+        }
+    }
+    return SL_OK;
+}
 
 int sl_log_open(sl_log_reader **out, const char *path)
 {
@@ -1146,6 +1304,7 @@ int sl_log_open(sl_log_reader **out, const char *path)
         H5Gclose(g);
         if (!rc && def->optional) r->has_dists = 1;
     }
+    if (!rc && r->has_dists && r->dist_deflate >= 0) map_chunks(r);
     if (!rc && r->has_dists && r->rows[M_DIST] != r->rows[M_POS])
         rc = sl_fail(SL_EINPUT, "%s: /distributions has %zu rows, /positions has %zu", path, r->rows[M_DIST], r->rows[M_POS]);
     if (!rc) { /* the sequences table must account for every row */

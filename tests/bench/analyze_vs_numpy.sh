@@ -23,8 +23,6 @@ best() { # prints "wall cpu" of the fastest of 3 runs of the command
 }
 for dist in float32 float16; do
   f="$B/v4096_${dist}.h5"
-  [ "$dist" = float32 ] && [ -e "$B/v4096_f32.h5" ] && f="$B/v4096_f32.h5"
-  [ "$dist" = float16 ] && [ -e "$B/v4096_f16.h5" ] && f="$B/v4096_f16.h5"
   if [ ! -e "$f" ]; then
     echo "generating $f (20000 positions x 4096 tokens, $dist)"
     "$S" measure --synthetic noisy --vocab 4096 --sequences 160 --tokens 125 --dist "$dist" --out "$f" >/dev/null || exit 1
