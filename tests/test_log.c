@@ -175,6 +175,59 @@ Test(log, fast_reader_equals_naive)
     rm_tmp();
 }
 
+/* Direct chunk access (mapped file, no HDF5 calls) against H5Dread, on logs whose chunks are
+ * deflated (patterned pmfs) and raw (random synthetic pmfs: float32 deflates by < 10%). */
+Test(log, direct_chunks_equal_naive)
+{
+    mk_tmp();
+    char path[4][512];
+    size_t len[3] = {300, 211, 500};
+    snprintf(path[0], 512, "%s/d32.h5", tmpdir);
+    snprintf(path[1], 512, "%s/d16.h5", tmpdir);
+    write_log(path[0], SL_LOG_DIST_F32, 1000, 3, len, 1);
+    write_log(path[1], SL_LOG_DIST_F16, 1000, 3, len, 1);
+    sl_synth_params sp = SL_SYNTH_DEFAULT;
+    sp.V = 1000;
+    sl_synth_lm *mt, *md;
+    cr_assert_eq(sl_synth_alloc(&sp, 0, &mt), SL_OK);
+    cr_assert_eq(sl_synth_alloc(&sp, 1, &md), SL_OK);
+    sl_lm lt = sl_synth_lm_of(mt), ld = sl_synth_lm_of(md);
+    int32_t pr0[1] = {1}, pr1[1] = {2};
+    const int32_t *pp[2] = {pr0, pr1};
+    size_t pl[2] = {1, 1};
+    sl_log_prompts pr = {2, pp, pl, NULL};
+    for (int d = 0; d < 2; d++) {
+        snprintf(path[2 + d], 512, "%s/s%d.h5", tmpdir, d);
+        sl_log_meta m;
+        sl_log_meta_init(&m, SL_LOG_MEASURE);
+        m.dist = d ? SL_LOG_DIST_F16 : SL_LOG_DIST_F32;
+        m.tokens_per_sequence = 150;
+        cr_assert_eq(sl_log_measure(&lt, &ld, &pr, &m, NULL, path[2 + d], 0), SL_OK, "%s", sl_errmsg());
+    }
+    sl_synth_free(mt);
+    sl_synth_free(md);
+    for (int f = 0; f < 4; f++) {
+        sl_log_reader *r;
+        cr_assert_eq(sl_log_open(&r, path[f]), SL_OK);
+        cr_assert(sl_log_dist_direct(r), "%s: direct access unavailable", path[f]);
+        cr_assert_eq(sl_log_dist_prepare(r, 2), SL_OK);
+        size_t V = 1000, ch = sl_log_dist_rows_per_chunk(r), total = sl_log_n_rows(r);
+        float *p2 = malloc(ch * V * 4), *q2 = malloc(ch * V * 4);
+        for (size_t k = 0; k * ch < total; k++) {
+            const float *p1, *q1;
+            size_t rows;
+            cr_assert_eq(sl_log_dist_chunk(r, k, (int)(k % 2), &p1, &q1, &rows), SL_OK, "%s", sl_errmsg());
+            cr_assert_eq(rows, total - k * ch < ch ? total - k * ch : ch);
+            cr_assert_eq(sl_log_read_dists(r, k * ch, rows, p2, q2, 0, 1), SL_OK);
+            cr_assert_eq(memcmp(p1, p2, rows * V * 4), 0, "%s chunk %zu: p differs", path[f], k);
+            cr_assert_eq(memcmp(q1, q2, rows * V * 4), 0, "%s chunk %zu: q differs", path[f], k);
+        }
+        free(p2), free(q2);
+        sl_log_close(r);
+    }
+    rm_tmp();
+}
+
 /* Resume: a shard that exists is skipped, a shard with fewer sequences than now asked for is
  * redone, a changed prompt or changed settings are refused. */
 Test(log, shard_resume_rules)
