@@ -18,7 +18,7 @@ def check(ok, what):
 with tempfile.TemporaryDirectory() as d:
     for dist in ("float32", "float16"):
         out = os.path.join(d, f"m_{dist}.h5")
-        subprocess.run([S, "measure", "--synthetic", "noisy", "--vocab", "300", "--sequences", "12", "--tokens", "50",
+        subprocess.run([S, "measure", "--synthetic", "noisy", "--vocab", "2000", "--sequences", "12", "--tokens", "50",
                         "--noise", "0.9", "--shard-sequences", "5", "--dist", dist, "--seed", "3", "--out", out],
                        check=True, stdout=subprocess.DEVNULL)
         rep = json.loads(subprocess.run([S, "analyze", out, "--format", "json", "--gamma-max", "6",
@@ -26,14 +26,14 @@ with tempfile.TemporaryDirectory() as d:
         f = h5py.File(out, "r")
         a = f.attrs
         check(a["schema"] == b"speclab-log" and a["schema_version"] == 1 and a["kind"] == b"measure"
-              and a["vocab_size"] == 300 and a["dist"] == dist.encode() and a["seed"] == 3
+              and a["vocab_size"] == 2000 and a["dist"] == dist.encode() and a["seed"] == 3
               and all(k in a for k in ("target_name", "target_sha256", "draft_name", "draft_sha256", "temperature",
                                        "top_k", "top_p", "min_p", "tool_version", "source_revision", "created_utc")),
               f"{dist}: root attributes")
         beta = f["positions/beta"][:]
         seq = f["positions/sequence"][:]
         n_rows = f["sequences/n_rows"][:]
-        check(beta.shape == (600,) and n_rows.sum() == 600 and f["distributions/p"].shape == (600, 300)
+        check(beta.shape == (600,) and n_rows.sum() == 600 and f["distributions/p"].shape == (600, 2000)
               and f["distributions/p"].dtype == np.dtype(dist) and f["distributions/p"].chunks is not None
               and f["distributions/p"].compression == "gzip", f"{dist}: shapes, dtype, chunked + deflate")
         dp = f["distributions/p"]
