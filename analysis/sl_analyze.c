@@ -841,7 +841,18 @@ int sl_analyze_file(const char *path, const sl_analyze_opts *o, sl_analyze_resul
     sl_theory_vcost own = {0};
     const sl_theory_vcost *vc = NULL;
     double vtab[SL_ANALYZE_GMAX + 1];
-    if (meta->kind == SL_LOG_RUN) rc = sl_log_read_costs(r, &lc);
+    sl_log_reader *rr = NULL; /* the run log given beside a measure log */
+    if (o->run_path && meta->kind == SL_LOG_MEASURE) {
+        rc = sl_log_open(&rr, o->run_path);
+        if (!rc && sl_log_meta_of(rr)->kind != SL_LOG_RUN) rc = sl_fail(SL_EINPUT, "--run: %s is not a run log", o->run_path);
+        if (!rc && sl_log_meta_of(rr)->vocab_size != meta->vocab_size)
+            rc = sl_fail(SL_EINPUT, "--run: %s has vocabulary %llu, %s has %llu", o->run_path,
+                         (unsigned long long)sl_log_meta_of(rr)->vocab_size, path, (unsigned long long)meta->vocab_size);
+        if (!rc) rc = sl_log_read_costs(rr, &lc);
+    } else if (o->run_path) {
+        rc = sl_fail(SL_EINPUT, "--run goes with a measure log; %s is a run log already", path);
+    }
+    if (!rc && meta->kind == SL_LOG_RUN) rc = sl_log_read_costs(r, &lc);
     sl_analyze_opts oo = *o; /* gamma_max may shrink to a measured v(n) table */
     if (!rc) rc = setup_costs(o, &lc, &own, &vc, vtab, &oo.gamma_max, res);
     res->gamma_max = oo.gamma_max;
@@ -856,7 +867,33 @@ int sl_analyze_file(const char *path, const sl_analyze_opts *o, sl_analyze_resul
         else if (!rc && !sl_log_has_dists(r))
             note(res, "the log holds beta-level data only: the lenience curves, sampler-match and non-iterative "
                       "rejection need full distributions (measure --dist float32|float16)");
+        if (!rc && rr) { /* observed next to replayed */
+            sl_analyze_result *t = calloc(1, sizeof *t);
+            if (!t) rc = sl_fail(SL_EFAIL, "out of memory");
+            if (!rc) rc = analyze_run(rr, o, t);
+            if (rc && strncmp(sl_errmsg(), "log:", 4) == 0) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s%s", o->run_path, sl_errmsg() + 3);
+                rc = sl_fail(rc, "%s", msg);
+            }
+            if (!rc) {
+                res->have_run = 1;
+                memcpy(res->obs_uncond, t->obs_uncond, sizeof t->obs_uncond);
+                memcpy(res->obs_cond, t->obs_cond, sizeof t->obs_cond);
+                memcpy(res->obs_reached, t->obs_reached, sizeof t->obs_reached);
+                memcpy(res->obs_accepted, t->obs_accepted, sizeof t->obs_accepted);
+                memcpy(res->obs_offered, t->obs_offered, sizeof t->obs_offered);
+                memcpy(res->en_observed, t->en_observed, sizeof t->en_observed);
+                memcpy(res->n_observed, t->n_observed, sizeof t->n_observed);
+                res->accept_rate = t->accept_rate, res->accept_lo = t->accept_lo, res->accept_hi = t->accept_hi;
+                res->mean_emitted = t->mean_emitted, res->draft_s = t->draft_s, res->verify_s = t->verify_s;
+                res->sample_s = t->sample_s, res->n_iterations = t->n_iterations;
+                res->spec_tokens_per_s = t->spec_tokens_per_s, res->base_tokens_per_s = t->base_tokens_per_s;
+            }
+            free(t);
+        }
     } else if (!rc) {
+        res->have_run = 1;
         rc = analyze_run(r, o, res);
         note(res, "run log: acceptance is observed; lenience and dynamic-gamma replay need a measure log");
     }
@@ -869,6 +906,7 @@ int sl_analyze_file(const char *path, const sl_analyze_opts *o, sl_analyze_resul
     sl_log_costs_free(&lc);
     if (vc == &own) sl_theory_vcost_free(&own);
     sl_log_close(r);
+    sl_log_close(rr);
     res->seconds = sl_now_s() - t0;
     return rc;
 }
@@ -926,7 +964,7 @@ int sl_analyze_report(const sl_analyze_result *res, sl_table ***out, size_t *n_o
                     res->kind == SL_LOG_MEASURE ? res->q_max_mean : NAN, res->seconds};
     for (size_t i = 0; i < 6; i++) sl_table_set_double(t, c++, sv2[i]);
 
-    if (res->kind == SL_LOG_RUN) {
+    if (res->have_run) {
         t = tab(&ts, &n, "run");
         cols(t, "iterations:i acceptance:d acceptance_ci_lo:d acceptance_ci_hi:d mean_emitted:d draft_s:d verify_s:d "
                 "sample_s:d spec_tokens_per_s:d base_tokens_per_s:d walltime_speedup:d c:d");
@@ -964,8 +1002,8 @@ int sl_analyze_report(const sl_analyze_result *res, sl_table ***out, size_t *n_o
         sl_table_set_int(t, 0, (int64_t)k + 1);
         sl_table_set_double(t, 1, res->uncond[k]);
         sl_table_set_double(t, 2, res->cond[k]);
-        sl_table_set_double(t, 3, res->kind == SL_LOG_RUN ? res->obs_uncond[k] : NAN);
-        sl_table_set_double(t, 4, res->kind == SL_LOG_RUN ? res->obs_cond[k] : NAN);
+        sl_table_set_double(t, 3, res->have_run ? res->obs_uncond[k] : NAN);
+        sl_table_set_double(t, 4, res->have_run ? res->obs_cond[k] : NAN);
     }
 
     if (res->kind == SL_LOG_MEASURE) {
@@ -986,7 +1024,7 @@ int sl_analyze_report(const sl_analyze_result *res, sl_table ***out, size_t *n_o
         sl_table_add_row(t);
         sl_table_set_int(t, 0, (int64_t)k + 1);
         double ev[] = {res->en_iid[k], res->en_replay[k], res->en_lo[k], res->en_hi[k], res->en_observed[k]};
-        for (size_t i = 0; i < 5; i++) sl_table_set_double(t, i + 1, res->kind == SL_LOG_RUN && i == 4 ? ev[i] : i == 4 ? NAN : ev[i]);
+        for (size_t i = 0; i < 5; i++) sl_table_set_double(t, i + 1, i == 4 && !res->have_run ? NAN : ev[i]);
         sl_table_set_int(t, 6, (int64_t)res->n_observed[k]);
     }
 

@@ -49,6 +49,8 @@ typedef struct {
     int fast;             /* 1: raw-chunk libdeflate path for distributions (default); 0: H5Dread */
     int beta_only;        /* only recompute beta from the distributions (benchmark) */
     int no_dists;         /* skip the distribution pass even when present */
+    const char *run_path; /* measure logs: a run log of the same pair, observed next to replayed
+                             (and its measured c and v(n) when --c / --v-* are not given) */
 } sl_analyze_opts;
 
 void sl_analyze_opts_init(sl_analyze_opts *o);
@@ -97,7 +99,8 @@ typedef struct {
     const char *c_source;   /* "--c", "run log", "none" */
     double cs[SL_ANALYZE_NC];
     size_t n_cs;
-    /* run logs */
+    /* run logs (or the run log given with a measure log: have_run) */
+    int have_run;
     double accept_rate, accept_lo, accept_hi; /* accepted / tested drafts */
     double mean_emitted, draft_s, verify_s, sample_s; /* per iteration */
     double spec_tokens_per_s, base_tokens_per_s;

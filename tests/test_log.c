@@ -354,6 +354,31 @@ Test(log, run_log_from_spec_decode)
     /* Tolerance 1e-12: the same integer counts divided in another order. */
     cr_assert(fabs(res.accept_rate - (double)acc_total / total_tested) < 1e-12);
     sl_analyze_result_free(&res);
+
+    /* A measure log of the same pair analysed with the run log beside it: the observed columns
+     * and the measured costs come from the run log. */
+    char mpath[512];
+    snprintf(mpath, sizeof mpath, "%s/measure.h5", tmpdir);
+    int32_t p0[2] = {0, 3}, p1[2] = {1, 3};
+    const int32_t *pp[2] = {p0, p1};
+    size_t pl[2] = {2, 2};
+    sl_log_prompts pr = {2, pp, pl, NULL};
+    sl_log_meta mm;
+    sl_log_meta_init(&mm, SL_LOG_MEASURE);
+    mm.tokens_per_sequence = 60;
+    mm.dist = SL_LOG_DIST_NONE;
+    cr_assert_eq(sl_log_measure(&lt, &ld, &pr, &mm, NULL, mpath, 0), SL_OK, "%s", sl_errmsg());
+    o.run_path = path;
+    cr_assert_eq(sl_analyze_file(mpath, &o, &res), SL_OK, "%s", sl_errmsg());
+    cr_assert(res.have_run);
+    cr_assert_eq(res.kind, SL_LOG_MEASURE);
+    for (size_t i = 0; i < 4; i++) cr_assert_eq(res.obs_accepted[i], accepted[i]);
+    cr_assert_eq(res.c_deploy, 0.05);
+    cr_assert(res.have_replay);
+    sl_analyze_result_free(&res);
+    o.run_path = mpath; /* a measure log is not a run log */
+    cr_assert_eq(sl_analyze_file(mpath, &o, &res), SL_EINPUT);
+    sl_analyze_result_free(&res);
     sl_rand_rng_free(&rr);
     sl_synth_free(mt);
     sl_synth_free(md);

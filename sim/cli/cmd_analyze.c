@@ -44,6 +44,8 @@ static void usage(void)
            "c in {0, 0.01, 0.05, 0.1}; dynamic-gamma policies replayed on the log (oracle bound, llama.cpp\n"
            "p_min, transformers' +2/-1 schedule) against the best fixed gamma (analysis/DYNAMIC_GAMMA.md).\n"
            "\n"
+           "  --run RUN.h5      with a measure log: a run log of the same pair, observed acceptance and\n"
+           "                    tokens per iteration next to the replay (and its measured c, v(n))\n"
            "  --gamma-max G     gamma range 1..G for windows, factors and policies (default 12)\n"
            "  --boot B          bootstrap resamples (default 1000); --ci L confidence level (default 0.95)\n"
            "  --seed S          seed of the bootstrap and the replay (default 1)\n"
@@ -73,6 +75,7 @@ int sl_cmd_analyze(int argc, char **argv)
         {"threads", required_argument, 0, 'T'},   {"naive", no_argument, 0, 'n'},
         {"beta-only", no_argument, 0, 'b'},       {"no-dists", no_argument, 0, 'N'},
         {"format", required_argument, 0, 'f'},    {"help", no_argument, 0, 'h'},
+        {"run", required_argument, 0, 'r'},
         {0, 0, 0, 0},
     };
     sl_analyze_opts o;
@@ -106,6 +109,7 @@ int sl_cmd_analyze(int argc, char **argv)
         case 'b': o.beta_only = 1; break;
         case 'N': o.no_dists = 1; break;
         case 'f': rc = sl_format_parse(optarg, &fmt); break;
+        case 'r': o.run_path = optarg; break;
         case 'l':
         case 'p':
             rc = sl_cli_sweep(c == 'l' ? "--lenience" : "--p-min", optarg, &vals, &nv);
