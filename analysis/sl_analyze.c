@@ -646,7 +646,7 @@ static int analyze_measure(sl_log_reader *r, const sl_analyze_opts *o, sl_analyz
             free(col);
         }
     }
-    if (!rc) { /* policies */
+    if (!rc && o->policy_reps > 0 && res->n_windows > 0) { /* policies */
         res->pol = calloc(G + m.nc * (3 + m.npm) + 8, sizeof *res->pol);
         if (!res->pol) rc = sl_fail(SL_EFAIL, "out of memory");
         for (size_t ci = 0; !rc && ci < m.nc; ci++) {
@@ -657,6 +657,7 @@ static int analyze_measure(sl_log_reader *r, const sl_analyze_opts *o, sl_analyz
                 double f = a->tokens / (a->draft_steps * c + a->verify_cost);
                 if (f > best) best = f, bg = (int)g;
             }
+            if (bg < 1) continue; /* nothing was replayed */
             res->best_fixed[ci] = best;
             res->best_fixed_gamma[ci] = bg;
             add_policy(res, "fixed_best", bg, c, &m.fixed[bg - 1]);
