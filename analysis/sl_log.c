@@ -1821,3 +1821,42 @@ int sl_log_validate(const char *path)
     sl_log_close(r);
     return rc;
 }
+
+/* ---- Monte Carlo row source ---- */
+
+struct sl_log_mc {
+    sl_log_reader *r;
+    size_t first;
+};
+
+static int mc_row(void *self, size_t i, double *p, double *q)
+{
+    sl_log_mc *m = self;
+    int rc = sl_log_read_row(m->r, m->first + i, p, q);
+    if (rc) return rc;
+    size_t V = m->r->meta.vocab_size;
+    double sp = 0, sq = 0;
+    for (size_t x = 0; x < V; x++) sp += p[x], sq += q[x];
+    if (!(sp > 0) || !(sq > 0))
+        return sl_fail(SL_EINPUT, "%s: /distributions row %zu sums to 0", m->r->path, m->first + i);
+    for (size_t x = 0; x < V; x++) p[x] /= sp, q[x] /= sq;
+    return SL_OK;
+}
+
+int sl_log_mc_source(sl_log_reader *r, size_t first, size_t n_rows, sl_mc_layout layout, sl_log_mc **owner,
+                     sl_mc_source *out)
+{
+    *owner = NULL;
+    if (!r->has_dists) return sl_fail(SL_EINPUT, "%s holds beta-level data only: a Monte Carlo source needs /distributions", r->path);
+    if (n_rows == 0 || first + n_rows > r->rows[M_DIST])
+        return sl_fail(SL_EINPUT, "rows %zu..%zu are outside the %zu rows of %s", first, first + n_rows, r->rows[M_DIST], r->path);
+    sl_log_mc *m = malloc(sizeof *m);
+    if (!m) return sl_fail(SL_EFAIL, "out of memory");
+    m->r = r;
+    m->first = first;
+    *owner = m;
+    *out = (sl_mc_source){m, r->meta.vocab_size, n_rows, layout, mc_row};
+    return SL_OK;
+}
+
+void sl_log_mc_free(sl_log_mc *m) { free(m); }

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "sl_dist.h"
+#include "sl_mc.h"
 #include "sl_spec.h"
 
 #define SL_LOG_SCHEMA_VERSION 1
@@ -218,6 +219,15 @@ int sl_log_dist_chunk(sl_log_reader *r, size_t k, int tid, const float **p, cons
 
 /* One row (random access, e.g. for a Monte Carlo row source), as doubles. Caches one chunk. */
 int sl_log_read_row(sl_log_reader *r, size_t row, double *p, double *q);
+
+/* A Monte Carlo row source (sl_mc.h) over rows [first, first + n_rows) of a log's distributions:
+ * row i is /distributions row first + i, read through sl_log_read_row and renormalised in double
+ * (stored float32/float16 values do not sum to exactly 1). owner holds the state; free it with
+ * sl_log_mc_free after the source's last use. The reader must outlive both. */
+typedef struct sl_log_mc sl_log_mc;
+int sl_log_mc_source(sl_log_reader *r, size_t first, size_t n_rows, sl_mc_layout layout, sl_log_mc **owner,
+                     sl_mc_source *out);
+void sl_log_mc_free(sl_log_mc *m);
 
 /* Runs fn(ctx, i, tid) for i in [0, n) on nt threads (tid in [0, nt)), items handed out one at a
  * time; the threads block instead of spinning, which matters on a busy machine. Blocks until done. */

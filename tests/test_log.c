@@ -405,3 +405,43 @@ Test(log, sha256_file)
     cr_assert_eq(sl_log_sha256_file(path, hex), SL_EINPUT);
     rm_tmp();
 }
+
+/* The log as a Monte Carlo row source: rows renormalised, the plan's predicted per-position
+ * acceptance equals beta of those rows, and a simulation runs on it. */
+Test(log, mc_row_source)
+{
+    mk_tmp();
+    char path[512];
+    snprintf(path, sizeof path, "%s/mc.h5", tmpdir);
+    size_t len[2] = {10, 10}, V = 200, gamma = 3;
+    write_log(path, SL_LOG_DIST_F16, V, 2, len, 2);
+    sl_log_reader *r;
+    cr_assert_eq(sl_log_open(&r, path), SL_OK);
+    sl_log_mc *owner;
+    sl_mc_source src;
+    cr_assert_eq(sl_log_mc_source(r, 5, gamma + 1, SL_MC_POSITIONAL, &owner, &src), SL_OK, "%s", sl_errmsg());
+    double *p = malloc(V * sizeof *p), *q = malloc(V * sizeof *q), beta[4];
+    for (size_t i = 0; i <= gamma; i++) {
+        cr_assert_eq(src.row(src.self, i, p, q), SL_OK);
+        cr_assert_eq(sl_dist_check(p, V, 1e-12, "p"), SL_OK, "%s", sl_errmsg());
+        cr_assert_eq(sl_dist_check(q, V, 1e-12, "q"), SL_OK);
+        beta[i] = sl_dist_beta(p, q, V);
+    }
+    sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
+    sl_mc_plan *plan;
+    cr_assert_eq(sl_mc_plan_alloc(&src, gamma, &cfg, &plan), SL_OK, "%s", sl_errmsg());
+    sl_mc_prediction pred;
+    cr_assert_eq(sl_mc_predict(plan, 1000, &pred), SL_OK);
+    /* Tolerance 1e-12: the same sums of mins over the same renormalised doubles. */
+    for (size_t i = 0; i < gamma; i++) cr_assert(fabs(pred.beta[i] - beta[i]) < 1e-12, "position %zu", i + 1);
+    sl_mc_opts mo = {2000, 7, 1, NULL, NULL, 0};
+    sl_mc_result mr;
+    cr_assert_eq(sl_mc_run(plan, &mo, &mr), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(mr.iterations, 2000);
+    sl_mc_plan_free(plan);
+    sl_log_mc_free(owner);
+    cr_assert_eq(sl_log_mc_source(r, 19, 5, SL_MC_POSITIONAL, &owner, &src), SL_EINPUT);
+    free(p), free(q);
+    sl_log_close(r);
+    rm_tmp();
+}
