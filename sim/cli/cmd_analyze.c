@@ -58,6 +58,7 @@ static void usage(void)
            "  --hf-start N      transformers' initial num_assistant_tokens (default 5)\n"
            "  --threads T       threads for the distribution pass (default: all)\n"
            "  --naive           read distributions through H5Dread instead of the raw-chunk path\n"
+           "  --validate        only check the log: schema version, datasets, shapes, every value (exit 2 if bad)\n"
            "  --beta-only       only recompute beta from the stored distributions (benchmark)\n"
            "  --no-dists        skip the distribution pass\n"
            "  --format F        table (default), csv or json\n");
@@ -75,14 +76,14 @@ int sl_cmd_analyze(int argc, char **argv)
         {"threads", required_argument, 0, 'T'},   {"naive", no_argument, 0, 'n'},
         {"beta-only", no_argument, 0, 'b'},       {"no-dists", no_argument, 0, 'N'},
         {"format", required_argument, 0, 'f'},    {"help", no_argument, 0, 'h'},
-        {"run", required_argument, 0, 'r'},
+        {"run", required_argument, 0, 'r'},       {"validate", no_argument, 0, 'C'},
         {0, 0, 0, 0},
     };
     sl_analyze_opts o;
     sl_analyze_opts_init(&o);
     sl_format fmt = SL_FMT_TABLE;
     sl_theory_vcost vc = {0};
-    int have_vc = 0, c, rc = SL_OK;
+    int have_vc = 0, validate = 0, c, rc = SL_OK;
     long v;
     double d, *vals = NULL;
     size_t nv;
@@ -110,6 +111,7 @@ int sl_cmd_analyze(int argc, char **argv)
         case 'N': o.no_dists = 1; break;
         case 'f': rc = sl_format_parse(optarg, &fmt); break;
         case 'r': o.run_path = optarg; break;
+        case 'C': validate = 1; break;
         case 'l':
         case 'p':
             rc = sl_cli_sweep(c == 'l' ? "--lenience" : "--p-min", optarg, &vals, &nv);
@@ -137,6 +139,23 @@ int sl_cmd_analyze(int argc, char **argv)
         return rc;
     }
     if (have_vc) o.vc = &vc;
+    if (validate) { /* schema, shapes and every value, streaming; nothing else */
+        rc = sl_log_validate(argv[optind]);
+        if (!rc) {
+            sl_table *t = sl_table_alloc("validate");
+            sl_table_add_col(t, "file", SL_COL_STRING, NULL);
+            sl_table_add_col(t, "schema_version", SL_COL_INT, NULL);
+            sl_table_add_col(t, "valid", SL_COL_INT, NULL);
+            sl_table_add_row(t);
+            sl_table_set_string(t, 0, argv[optind]);
+            sl_table_set_int(t, 1, SL_LOG_SCHEMA_VERSION);
+            sl_table_set_int(t, 2, 1);
+            rc = sl_table_write(t, stdout, fmt);
+            sl_table_free(t);
+        }
+        if (have_vc) sl_theory_vcost_free(&vc);
+        return rc;
+    }
     sl_analyze_result res;
     rc = sl_analyze_file(argv[optind], &o, &res);
     if (!rc && o.beta_only) {
