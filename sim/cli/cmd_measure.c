@@ -9,10 +9,18 @@
 #include "sl_log.h"
 #include "sl_synth.h"
 
+/* The real-model path compiles once the inference engine (models/sl_model.h) is in the tree. */
+#if __has_include("sl_model.h")
+#include "sl_model.h"
+#include "sl_prompts.h"
+#include "sl_tok.h"
+#define SL_HAVE_ENGINE 1
+#endif
+
 static void usage(void)
 {
     printf("usage: speclab measure --synthetic FAMILY --tokens N --out OUT.h5 [options]\n"
-           "       speclab measure --target T --draft D --prompts FILE --tokens N --out OUT.h5   (needs the engine)\n"
+           "       speclab measure --target T --draft D --prompts FILE --tokens N --out OUT.h5 [--tokenizer F]\n"
            "\n"
            "The target generates N tokens after each prompt; at every position the standardised target p\n"
            "and draft q over the whole vocabulary give beta = sum min(p, q), D_LK, both entropies, max q,\n"
@@ -20,6 +28,8 @@ static void usage(void)
            "resumable: rows go to shards OUT.h5.d/shard-NNNNNN.h5; a rerun skips finished shards; a longer\n"
            "prompt list adds shards; OUT.h5 is (re)assembled atomically at the end.\n"
            "\n"
+           "  --target T, --draft D  model files (models/FORMAT.md); --prompts FILE: text prompts (data/prompts/),\n"
+           "                        tokenized with the target's embedded tokenizer or --tokenizer F\n"
            "  --synthetic F         noisy | tempered | identical | uniform (sim/sl_synth.h)\n"
            "  --vocab V             synthetic vocabulary (default 256)\n"
            "  --noise S             noisy: draft logit noise sd (default 1)\n"
@@ -90,6 +100,72 @@ static int read_prompt_ids(const char *path, int32_t ***tok, size_t **len, size_
     return SL_OK;
 }
 
+#ifdef SL_HAVE_ENGINE
+/* Target and draft model files, text prompts tokenized with the target's tokenizer (or
+ * --tokenizer), then sl_log_measure. */
+static int measure_models(const char *target, const char *draft, const char *prompts, const char *tokenizer,
+                          sl_log_meta *meta, const sl_log_write_opts *wo, const char *out)
+{
+    sl_model *mt = NULL, *md = NULL;
+    sl_model_ctx *ct = NULL, *cd = NULL;
+    sl_model_lm *lt = NULL, *ld = NULL;
+    sl_tok *tok = NULL;
+    sl_prompts *pr = NULL;
+    int32_t **ids = NULL;
+    size_t *len = NULL;
+    int rc = sl_model_open(target, &mt);
+    if (!rc) rc = sl_model_open(draft, &md);
+    if (!rc && mt->cfg.vocab_size != md->cfg.vocab_size)
+        rc = sl_fail(SL_EINPUT, "vocabulary mismatch: target %s has %zu tokens, draft %s has %zu", target,
+                     mt->cfg.vocab_size, draft, md->cfg.vocab_size);
+    if (!rc) rc = sl_tok_load_file(tokenizer ? tokenizer : target, &tok);
+    if (!rc && sl_tok_vocab_size(tok) > mt->cfg.vocab_size)
+        rc = sl_fail(SL_EINPUT, "the tokenizer has %zu tokens, more than the models' %zu", sl_tok_vocab_size(tok),
+                     mt->cfg.vocab_size);
+    if (!rc) rc = sl_prompts_read(prompts, &pr);
+    size_t ctx_len = mt->cfg.max_seq_len < md->cfg.max_seq_len ? mt->cfg.max_seq_len : md->cfg.max_seq_len, longest = 0;
+    if (!rc) {
+        ids = calloc(pr->n, sizeof *ids);
+        len = calloc(pr->n, sizeof *len);
+        if (!ids || !len) rc = sl_fail(SL_EFAIL, "out of memory");
+    }
+    for (size_t i = 0; !rc && i < pr->n; i++) {
+        rc = sl_tok_encode(tok, pr->text[i], pr->len[i], &ids[i], &len[i]);
+        if (!rc && len[i] + meta->tokens_per_sequence > ctx_len)
+            rc = sl_fail(SL_EINPUT, "%s: prompt %zu has %zu tokens; with --tokens %llu that is longer than the context of %zu",
+                         prompts, i + 1, len[i], (unsigned long long)meta->tokens_per_sequence, ctx_len);
+        if (!rc && len[i] == 0) rc = sl_fail(SL_EINPUT, "%s: prompt %zu encodes to no tokens", prompts, i + 1);
+        if (!rc && len[i] > longest) longest = len[i];
+    }
+    if (!rc) rc = sl_model_ctx_alloc(mt, longest + meta->tokens_per_sequence, &ct);
+    if (!rc) rc = sl_model_ctx_alloc(md, longest + meta->tokens_per_sequence, &cd);
+    if (!rc) rc = sl_model_lm_alloc(ct, &meta->sampling, &lt);
+    if (!rc) rc = sl_model_lm_alloc(cd, &meta->sampling, &ld);
+    if (!rc) rc = sl_log_sha256_file(target, meta->target_sha256);
+    if (!rc) rc = sl_log_sha256_file(draft, meta->draft_sha256);
+    if (!rc) {
+        snprintf(meta->target_name, sizeof meta->target_name, "%s", target);
+        snprintf(meta->draft_name, sizeof meta->draft_name, "%s", draft);
+        snprintf(meta->source, sizeof meta->source, "models; prompts %s", prompts);
+        meta->vocab_size = mt->cfg.vocab_size;
+        sl_log_prompts lp = {pr->n, (const int32_t *const *)ids, len, NULL};
+        rc = sl_log_measure(&lt->lm, &ld->lm, &lp, meta, wo, out, sl_cli_progress_enabled());
+    }
+    for (size_t i = 0; ids && i < pr->n; i++) free(ids[i]);
+    free(ids);
+    free(len);
+    sl_prompts_free(pr);
+    if (tok) sl_tok_free(tok);
+    if (lt) sl_model_lm_free(lt);
+    if (ld) sl_model_lm_free(ld);
+    if (ct) sl_model_ctx_free(ct);
+    if (cd) sl_model_ctx_free(cd);
+    if (mt) sl_model_close(mt);
+    if (md) sl_model_close(md);
+    return rc;
+}
+#endif
+
 int sl_cmd_measure(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -105,7 +181,8 @@ int sl_cmd_measure(int argc, char **argv)
         {"dist-deflate", required_argument, 0, 'Z'}, {"out", required_argument, 0, 'o'},
         {"format", required_argument, 0, 'f'},      {"target", required_argument, 0, 't'},
         {"draft", required_argument, 0, 'r'},       {"prompts", required_argument, 0, 'p'},
-        {"draft-vocab", required_argument, 0, 'W'}, {"help", no_argument, 0, 'h'},
+        {"draft-vocab", required_argument, 0, 'W'}, {"tokenizer", required_argument, 0, 'k' + 256},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     sl_synth_params sp = SL_SYNTH_DEFAULT;
@@ -114,7 +191,8 @@ int sl_cmd_measure(int argc, char **argv)
     meta.dist = SL_LOG_DIST_F32;
     meta.seed = 1;
     sl_log_write_opts wo = SL_LOG_WRITE_OPTS_DEFAULT;
-    const char *synthetic = NULL, *out = NULL, *prompt_ids = NULL, *target = NULL, *draft = NULL, *prompts = NULL;
+    const char *synthetic = NULL, *out = NULL, *prompt_ids = NULL, *target = NULL, *draft = NULL, *prompts = NULL,
+               *tokenizer = NULL;
     long K = 8, L = 4, N = -1, v, draft_vocab = 0;
     sl_format fmt = SL_FMT_TABLE;
     int c, rc = SL_OK;
@@ -146,6 +224,7 @@ int sl_cmd_measure(int argc, char **argv)
         case 't': target = optarg; break;
         case 'r': draft = optarg; break;
         case 'p': prompts = optarg; break;
+        case 'k' + 256: tokenizer = optarg; break;
         case 'W': rc = sl_cli_long_in("--draft-vocab", optarg, 2, 1L << 24, &draft_vocab); break;
         case 'h': usage(); return 0;
         default: return sl_fail(SL_EINPUT, "unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
@@ -155,8 +234,36 @@ int sl_cmd_measure(int argc, char **argv)
     if (optind < argc) return sl_fail(SL_EINPUT, "unexpected argument '%s'", argv[optind]);
     if (target || draft || prompts) {
         if (synthetic) return sl_fail(SL_EINPUT, "--synthetic cannot be combined with --target/--draft/--prompts");
+#ifdef SL_HAVE_ENGINE
+        if (!target || !draft || !prompts) return sl_fail(SL_EINPUT, "give --target, --draft and --prompts together");
+        if (N < 0) return sl_fail(SL_EINPUT, "--tokens is required");
+        if (!out) return sl_fail(SL_EINPUT, "--out is required");
+        meta.tokens_per_sequence = (uint64_t)N;
+        rc = measure_models(target, draft, prompts, tokenizer, &meta, &wo, out);
+        if (rc) return rc;
+        sl_log_reader *r = NULL;
+        rc = sl_log_open(&r, out);
+        if (!rc) {
+            sl_table *t = sl_table_alloc("measure");
+            sl_table_add_col(t, "file", SL_COL_STRING, NULL);
+            sl_table_add_col(t, "sequences", SL_COL_INT, NULL);
+            sl_table_add_col(t, "positions", SL_COL_INT, NULL);
+            sl_table_add_col(t, "vocab_size", SL_COL_INT, NULL);
+            sl_table_add_row(t);
+            sl_table_set_string(t, 0, out);
+            sl_table_set_int(t, 1, (int64_t)sl_log_n_sequences(r));
+            sl_table_set_int(t, 2, (int64_t)sl_log_n_rows(r));
+            sl_table_set_int(t, 3, (int64_t)sl_log_meta_of(r)->vocab_size);
+            rc = sl_table_write(t, stdout, fmt);
+            sl_table_free(t);
+            sl_log_close(r);
+        }
+        return rc;
+#else
+        (void)tokenizer;
         /* Model loading arrives with the engine (models/sl_model.h); sl_log_measure is ready for it. */
-        return sl_fail(SL_EFAIL, "measuring real models needs the inference engine (models/), not built yet");
+        return sl_fail(SL_EFAIL, "measuring real models needs the inference engine (models/sl_model.h), not built yet");
+#endif
     }
     if (!synthetic) return sl_fail(SL_EINPUT, "give --synthetic FAMILY or --target/--draft/--prompts (see --help)");
     if (N < 0) return sl_fail(SL_EINPUT, "--tokens is required");
