@@ -244,23 +244,11 @@ static void row_kernel(const float *p, const float *q, size_t V, const double *i
     s->t0_ratio = pmax > 0 ? p[qarg] / pmax : 0;
 }
 
-/* beta of one row, and in the same pass whether every entry is a probability (*bad = 1 on a NaN,
- * a negative or a value above 1): one read of the row instead of two. */
-static double beta_kernel_checked(const float *p, const float *q, size_t V, int *bad)
+static double beta_kernel(const float *p, const float *q, size_t V)
 {
     double beta = 0;
-    float lo = 0, hi = 1;
-    int nan = 0;
-#pragma omp simd reduction(+ : beta) reduction(min : lo) reduction(max : hi) reduction(| : nan)
-    for (size_t x = 0; x < V; x++) {
-        float a = p[x], b = q[x];
-        beta += a < b ? a : b;
-        float mn = a < b ? a : b, mx = a < b ? b : a;
-        lo = mn < lo ? mn : lo;
-        hi = mx > hi ? mx : hi;
-        nan |= (a != a) | (b != b);
-    }
-    *bad = nan || lo < 0 || hi > 1;
+#pragma omp simd reduction(+ : beta)
+    for (size_t x = 0; x < V; x++) beta += p[x] < q[x] ? p[x] : q[x];
     return beta;
 }
 
@@ -290,12 +278,9 @@ static void rows_one(void *ctx, size_t item, int tid)
     rows_job *j = ctx;
     for (size_t i = item * 16; i < j->n && i < item * 16 + 16; i++) {
         const float *pi = j->p + i * j->V, *qi = j->q + i * j->V;
-        if (j->beta_only) {
-            j->rs[i].beta = beta_kernel_checked(pi, qi, j->V, &j->bad[i]);
-        } else {
-            j->bad[i] = row_bad(pi, qi, j->V);
-            row_kernel(pi, qi, j->V, j->inv_l, j->nl, &j->rs[i]);
-        }
+        j->bad[i] = row_bad(pi, qi, j->V);
+        if (j->beta_only) j->rs[i].beta = beta_kernel(pi, qi, j->V);
+        else row_kernel(pi, qi, j->V, j->inv_l, j->nl, &j->rs[i]);
     }
 }
 
@@ -322,12 +307,9 @@ static void chunk_one(void *ctx, size_t item, int tid)
     for (size_t i = 0; i < rows; i++) {
         size_t at = item * j->ch + i;
         const float *pi = p + i * j->V, *qi = q + i * j->V;
-        if (j->beta_only) {
-            j->rs[at].beta = beta_kernel_checked(pi, qi, j->V, &j->bad[at]);
-        } else {
-            j->bad[at] = row_bad(pi, qi, j->V);
-            row_kernel(pi, qi, j->V, j->inv_l, j->nl, &j->rs[at]);
-        }
+        j->bad[at] = row_bad(pi, qi, j->V);
+        if (j->beta_only) j->rs[at].beta = beta_kernel(pi, qi, j->V);
+        else row_kernel(pi, qi, j->V, j->inv_l, j->nl, &j->rs[at]);
     }
 }
 
