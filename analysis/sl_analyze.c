@@ -338,6 +338,7 @@ static int dists_pass(sl_log_reader *r, const sl_analyze_opts *o, sl_analyze_res
         if (direct) { /* decode and compute chunk by chunk on nt threads, no copies of raw chunks */
             chunk_job job = {r, first / ch, ch, V, nl, inv_l, o->beta_only, rs, bad, -1};
             sl_log_parallel((n + ch - 1) / ch, nt, chunk_one, &job);
+            sl_log_dist_release(r, first / ch, first / ch + (n + ch - 1) / ch);
             if (job.err_chunk >= 0) {
                 const float *a, *b2;
                 size_t nr;

@@ -1163,6 +1163,18 @@ int sl_log_dist_prepare(sl_log_reader *r, int nt)
     return SL_OK;
 }
 
+void sl_log_dist_release(sl_log_reader *r, size_t k0, size_t k1)
+{
+    if (!r->map) return;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (size_t s = 2 * k0; s < 2 * k1 && s < 2 * r->n_chunks; s++) {
+        uintptr_t a = (uintptr_t)(r->map + r->caddr[s]), b = a + r->csize[s];
+        a &= ~(pg - 1);
+        /* File-backed pages: dropping them from this mapping keeps them in the page cache. */
+        madvise((void *)a, b - a, MADV_DONTNEED);
+    }
+}
+
 int sl_log_dist_chunk(sl_log_reader *r, size_t k, int tid, const float **p, const float **q, size_t *rows)
 {
     size_t V = r->meta.vocab_size, ch = r->dist_chunk, esz = r->dist_type == SL_LOG_DIST_F16 ? 2 : 4;

@@ -216,6 +216,9 @@ int sl_log_read_dists(sl_log_reader *r, size_t first, size_t n, float *p, float 
 int sl_log_dist_direct(const sl_log_reader *r);
 int sl_log_dist_prepare(sl_log_reader *r, int nt);
 int sl_log_dist_chunk(sl_log_reader *r, size_t k, int tid, const float **p, const float **q, size_t *rows);
+/* Drops chunks [k0, k1) from the mapping once no thread uses them, so that resident memory stays
+ * bounded by a block of chunks whatever the file size (the pages stay in the page cache). */
+void sl_log_dist_release(sl_log_reader *r, size_t k0, size_t k1);
 
 /* One row (random access, e.g. for a Monte Carlo row source), as doubles. Caches one chunk. */
 int sl_log_read_row(sl_log_reader *r, size_t row, double *p, double *q);
