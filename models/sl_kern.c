@@ -1,0 +1,166 @@
+/*
+ * sl_kern.c: multi-token matmul streaming each weight row once (AVX2/FMA/F16C). See sl_kern.h.
+ */
+#include "sl_kern.h"
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+float sl_f16_to_f32(uint16_t h)
+{
+    return _cvtsh_ss(h);
+}
+
+uint16_t sl_f32_to_f16(float f)
+{
+    return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+}
+
+float sl_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t sl_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+void sl_kern_to_f32(float *dst, const void *src, sl_dtype dt, size_t n)
+{
+    const unsigned char *s = src;
+    if (dt == SL_DT_F32) {
+        memcpy(dst, src, n * 4);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, s + 2 * i, 2);
+        dst[i] = dt == SL_DT_F16 ? sl_f16_to_f32(h) : sl_bf16_to_f32(h);
+    }
+}
+
+void sl_kern_from_f32(void *dst, const float *src, sl_dtype dt, size_t n)
+{
+    unsigned char *d = dst;
+    if (dt == SL_DT_F32) {
+        memcpy(dst, src, n * 4);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h = dt == SL_DT_F16 ? sl_f32_to_f16(src[i]) : sl_f32_to_bf16(src[i]);
+        memcpy(d + 2 * i, &h, 2);
+    }
+}
+
+/* Eight weights from element k of a row, as float32. */
+static inline __attribute__((always_inline)) __m256 load8(const unsigned char *row, size_t k, sl_dtype dt)
+{
+    if (dt == SL_DT_F32) return _mm256_loadu_ps((const float *)(const void *)(row + 4 * k));
+    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(row + 2 * k));
+    if (dt == SL_DT_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static inline __attribute__((always_inline)) float load1(const unsigned char *row, size_t k, sl_dtype dt)
+{
+    if (dt == SL_DT_F32) {
+        float f;
+        memcpy(&f, row + 4 * k, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, row + 2 * k, 2);
+    return dt == SL_DT_F16 ? sl_f16_to_f32(h) : sl_bf16_to_f32(h);
+}
+
+/* The fixed horizontal sum: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)). */
+static inline __attribute__((always_inline)) float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* R rows (starting at row o) x T tokens (starting at token t0). R in {1, 4}, T in {1, 2, 3}: the
+ * accumulators (R*T <= 12) plus T inputs and one weight stay in the 16 ymm registers. */
+static inline __attribute__((always_inline)) void block(float *y, const float *x, const unsigned char *W,
+                                                         sl_dtype dt, const float *bias, size_t in, size_t out,
+                                                         size_t o, size_t t0, int R, int T)
+{
+    const size_t rb = in * sl_dtype_size(dt);
+    const size_t k8 = in & ~(size_t)7;
+    __m256 acc[4][3];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (size_t k = 0; k < k8; k += 8) {
+        __m256 xv[3];
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(x + (t0 + t) * in + k);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m256 w = load8(W + (o + r) * rb, k, dt);
+#pragma GCC unroll 3
+            for (int t = 0; t < T; t++) acc[r][t] = _mm256_fmadd_ps(w, xv[t], acc[r][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++) {
+            float s = hsum8(acc[r][t]);
+            const unsigned char *row = W + (o + r) * rb;
+            const float *xt = x + (t0 + t) * in;
+            for (size_t k = k8; k < in; k++) s += load1(row, k, dt) * xt[k];
+            if (bias) s += bias[o + r];
+            y[(t0 + t) * out + o + r] = s;
+        }
+}
+
+/* All n tokens for rows [o, o+R). */
+static inline __attribute__((always_inline)) void rows(float *y, const float *x, const unsigned char *W,
+                                                        sl_dtype dt, const float *bias, size_t n, size_t in,
+                                                        size_t out, size_t o, int R)
+{
+    size_t t = 0;
+    for (; t + 3 <= n; t += 3) block(y, x, W, dt, bias, in, out, o, t, R, 3);
+    if (n - t == 2) block(y, x, W, dt, bias, in, out, o, t, R, 2);
+    else if (n - t == 1) block(y, x, W, dt, bias, in, out, o, t, R, 1);
+}
+
+/* One function per dtype, with the dtype a literal inside the OpenMP region, so that the weight
+ * conversion is resolved at compile time in the outlined loop body. */
+#define SL_KERN_DEFINE_MATMUL(NAME, DT)                                                                       \
+    static void NAME(float *y, const float *x, const unsigned char *W, const float *bias, size_t n, size_t in, \
+                     size_t out)                                                                              \
+    {                                                                                                         \
+        const long n_blocks = (long)(out / 4);                                                                \
+        const int par = (size_t)out * in >= (1u << 15); /* small matrices: not worth waking the team */       \
+        _Pragma("omp parallel for schedule(static) if (par)")                                                  \
+        for (long b = 0; b < n_blocks; b++) rows(y, x, W, DT, bias, n, in, out, (size_t)b * 4, 4);             \
+        for (size_t o = (size_t)n_blocks * 4; o < out; o++) rows(y, x, W, DT, bias, n, in, out, o, 1);         \
+    }
+SL_KERN_DEFINE_MATMUL(matmul_f32, SL_DT_F32)
+SL_KERN_DEFINE_MATMUL(matmul_f16, SL_DT_F16)
+SL_KERN_DEFINE_MATMUL(matmul_bf16, SL_DT_BF16)
+
+void sl_kern_matmul(float *y, const float *x, const void *W, sl_dtype dt, const float *bias, size_t n, size_t in,
+                    size_t out)
+{
+    switch (dt) {
+    case SL_DT_F32: matmul_f32(y, x, W, bias, n, in, out); break;
+    case SL_DT_F16: matmul_f16(y, x, W, bias, n, in, out); break;
+    case SL_DT_BF16: matmul_bf16(y, x, W, bias, n, in, out); break;
+    }
+}
