@@ -140,27 +140,54 @@ static inline __attribute__((always_inline)) void rows(float *y, const float *x,
 }
 
 /* One function per dtype, with the dtype a literal inside the OpenMP region, so that the weight
- * conversion is resolved at compile time in the outlined loop body. */
-#define SL_KERN_DEFINE_MATMUL(NAME, DT)                                                                       \
-    static void NAME(float *y, const float *x, const unsigned char *W, const float *bias, size_t n, size_t in, \
-                     size_t out)                                                                              \
-    {                                                                                                         \
-        const long n_blocks = (long)(out / 4);                                                                \
-        const int par = (size_t)out * in >= (1u << 15); /* small matrices: not worth waking the team */       \
-        _Pragma("omp parallel for schedule(static) if (par)")                                                  \
-        for (long b = 0; b < n_blocks; b++) rows(y, x, W, DT, bias, n, in, out, (size_t)b * 4, 4);             \
-        for (size_t o = (size_t)n_blocks * 4; o < out; o++) rows(y, x, W, DT, bias, n, in, out, o, 1);         \
+ * conversion is resolved at compile time in the outlined loop body. The work is cut into units of
+ * four rows of one matrix; a matrix whose row count is not a multiple of four ends with one
+ * shorter unit done row by row (R = 1), which computes each output in the same order. */
+#define SL_KERN_DEFINE_MATMUL(NAME, DT)                                                                         \
+    static void NAME(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in)                   \
+    {                                                                                                           \
+        size_t first[SL_KERN_MAX_MULTI + 1], work = 0;                                                          \
+        first[0] = 0;                                                                                           \
+        for (size_t i = 0; i < count; i++) {                                                                    \
+            first[i + 1] = first[i] + (mm[i].out + 3) / 4;                                                      \
+            work += mm[i].out * in;                                                                             \
+        }                                                                                                       \
+        const long units = (long)first[count];                                                                 \
+        const int par = work >= (1u << 15); /* small matrices: not worth waking the team */                    \
+        _Pragma("omp parallel for schedule(static) if (par)")                                                    \
+        for (long u = 0; u < units; u++) {                                                                      \
+            size_t i = 0;                                                                                       \
+            while ((size_t)u >= first[i + 1]) i++;                                                              \
+            const size_t o = ((size_t)u - first[i]) * 4, out = mm[i].out;                                       \
+            const unsigned char *W = mm[i].w;                                                                   \
+            if (o + 4 <= out) rows(mm[i].y, x, W, DT, mm[i].bias, n, in, out, o, 4);                             \
+            else                                                                                                \
+                for (size_t r = o; r < out; r++) rows(mm[i].y, x, W, DT, mm[i].bias, n, in, out, r, 1);          \
+        }                                                                                                       \
     }
 SL_KERN_DEFINE_MATMUL(matmul_f32, SL_DT_F32)
 SL_KERN_DEFINE_MATMUL(matmul_f16, SL_DT_F16)
 SL_KERN_DEFINE_MATMUL(matmul_bf16, SL_DT_BF16)
 
+void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in)
+{
+    /* All matrices of one call share a dtype (checked by the caller); mixed calls are split. */
+    size_t i = 0;
+    while (i < count) {
+        size_t j = i + 1;
+        while (j < count && j - i < SL_KERN_MAX_MULTI && mm[j].dt == mm[i].dt) j++;
+        switch (mm[i].dt) {
+        case SL_DT_F32: matmul_f32(mm + i, j - i, x, n, in); break;
+        case SL_DT_F16: matmul_f16(mm + i, j - i, x, n, in); break;
+        case SL_DT_BF16: matmul_bf16(mm + i, j - i, x, n, in); break;
+        }
+        i = j;
+    }
+}
+
 void sl_kern_matmul(float *y, const float *x, const void *W, sl_dtype dt, const float *bias, size_t n, size_t in,
                     size_t out)
 {
-    switch (dt) {
-    case SL_DT_F32: matmul_f32(y, x, W, bias, n, in, out); break;
-    case SL_DT_F16: matmul_f16(y, x, W, bias, n, in, out); break;
-    case SL_DT_BF16: matmul_bf16(y, x, W, bias, n, in, out); break;
-    }
+    const sl_kern_mm mm = {y, W, dt, bias, out};
+    sl_kern_matmul_multi(&mm, 1, x, n, in);
 }

@@ -28,6 +28,19 @@
 void sl_kern_matmul(float *y, const float *x, const void *W, sl_dtype dt, const float *bias, size_t n, size_t in,
                     size_t out);
 
+/* Several matrices applied to the same input x (n, in) in one parallel region, e.g. the q, k, v
+ * projections: y_i (n, out_i) = x · W_i^T + bias_i. Saves a fork/join per matrix, which matters
+ * when a token takes a few milliseconds on many cores. */
+#define SL_KERN_MAX_MULTI 4
+typedef struct {
+    float *y;          /* (n, out) */
+    const void *w;     /* (out, in) */
+    sl_dtype dt;
+    const float *bias; /* (out) or NULL */
+    size_t out;
+} sl_kern_mm;
+void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in);
+
 /* Converts n elements of dtype dt at src (possibly unaligned) to float32. */
 void sl_kern_to_f32(float *dst, const void *src, sl_dtype dt, size_t n);
 /* Rounds float32 to dt (round to nearest even) and writes n elements at dst. */
