@@ -5,9 +5,9 @@ CC ?= cc
 BUILD ?= build
 
 DEB_PKGS = build-essential pkg-config libgsl-dev libopenblas-dev libhdf5-dev libcriterion-dev \
-           libjson-c-dev gnuplot-nox python3 python3-numpy python3-scipy python3-h5py
+           libjson-c-dev libpcre2-dev gnuplot-nox python3 python3-numpy python3-scipy python3-h5py
 
-PKGS = gsl openblas hdf5 json-c
+PKGS = gsl openblas hdf5 json-c libpcre2-8
 # pkg-config is asked lazily so that `make deps` works before the packages exist.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null | sed 's/-lgslcblas//')

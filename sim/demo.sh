@@ -4,3 +4,15 @@ set -euo pipefail
 S=${SPECLAB:-build/speclab}
 echo "== speclab demo =="
 "$S" --help
+
+echo
+echo "== theory: expected tokens, walltime and operation factors (Theorems 3.8, 3.11), c = 0.05 =="
+"$S" theory --alpha 0.5:0.9:0.1 --gamma 1:8 --c 0.05
+echo
+echo "== theory: optimal gamma for each alpha and c in {0, 0.01, 0.05, 0.1} (gamma_opt 0 = do not speculate) =="
+echo "(the text table, narrowed to a few columns by name; ops_factor is at the best gamma)"
+"$S" theory --alpha 0.5:0.95:0.05 --optimal --c 0,0.01,0.05,0.1 |
+  awk 'NR == 1 { print; next }
+       NR == 2 { for (i = 1; i <= NF; i++) col[$i] = i }
+       { printf "%6s %6s %9s %19s %10s %9s %6s  %s\n", $col["alpha"], $col["c"], $col["gamma_opt"],
+         $col["walltime_factor_opt"], $col["ops_factor"], $col["gamma_cap"], $col["at_cap"], $col["ties"] }'

@@ -53,6 +53,12 @@ void sl_dist_work_free(sl_dist_work *w);
 int sl_dist_standardise(const double *logits, size_t V, const sl_sampling *s, double *p, sl_dist_work *w);
 int sl_dist_standardise_f32(const float *logits, size_t V, const sl_sampling *s, double *p, sl_dist_work *w);
 
+/* Fills w->idx[0..V) with token ids sorted by descending p, ties by lower id first. */
+void sl_dist_sort_desc(const double *p, size_t V, sl_dist_work *w);
+/* out (V) = p truncated to its k most probable tokens (order of sl_dist_sort_desc), renormalised.
+ * out may alias p. k = 0 or k >= V copies p. */
+void sl_dist_top_k(const double *p, size_t V, size_t k, double *out, sl_dist_work *w);
+
 /* beta = sum_x min(p(x), q(x)). */
 double sl_dist_beta(const double *p, const double *q, size_t V);
 /* D_LK(p, q) = sum_x |p(x) - M(x)|, M = (p+q)/2; equals 1 - beta for normalised inputs. */

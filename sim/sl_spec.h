@@ -126,12 +126,14 @@ int sl_spec_verify(const sl_spec_config *cfg, size_t gamma, size_t V, const doub
 /* ---- decoding with models ---- */
 
 /* A language model as the sampler sees it. The model keeps a state (a token sequence);
- * extend appends n tokens and writes the standardised next-token pmf after each of them. */
+ * extend appends tokens and writes standardised next-token pmfs for the last rows asked for. */
 typedef struct {
     void *self;
     size_t vocab_size;
-    /* tokens (n) -> dists (n, vocab_size): row j is the pmf of the token after tokens[j]. */
-    int (*extend)(void *self, const int32_t *tokens, size_t n, double *dists);
+    /* Appends tokens (n) to the state and writes the pmfs of the next token after each of the
+     * last n_rows of them (1 <= n_rows <= n): dists (n_rows, vocab_size), row j is the pmf after
+     * tokens[n - n_rows + j]. Asking only for the rows needed keeps a long prompt cheap. */
+    int (*extend)(void *self, const int32_t *tokens, size_t n, size_t n_rows, double *dists);
     /* Keeps the first len tokens of the state and forgets the rest. */
     int (*truncate)(void *self, size_t len);
 } sl_lm;
@@ -159,10 +161,12 @@ typedef struct {
     double draft_s, verify_s, sample_s;
 } sl_spec_stats;
 
-/* Decodes up to max_new tokens after prompt (n_prompt >= 1) with gamma drafts per iteration.
- * The models must start empty (state length 0); out (max_new + gamma + 1) receives the new tokens,
- * *n_out how many (generation stops after the iteration that reaches max_new or emits eos;
- * eos < 0 disables that). on_iter may be NULL. */
+/* Decodes max_new tokens after prompt (n_prompt >= 1) with gamma drafts per iteration.
+ * The models must start empty (state length 0). out (max_new) receives the new tokens and *n_out
+ * their number: max_new, or fewer when eos (>= 0; eos < 0 disables it) was emitted, eos included.
+ * Tokens an iteration emits beyond max_new are dropped (every prefix of the stream is exact, so
+ * the first max_new tokens are too). on_iter may be NULL; a non-zero return from it stops decoding
+ * with that status. */
 int sl_spec_decode(const sl_spec_config *cfg, size_t gamma, sl_lm *target, sl_lm *draft,
                    const int32_t *prompt, size_t n_prompt, size_t max_new, int32_t eos, sl_rand *rand,
                    int32_t *out, size_t *n_out, sl_spec_stats *stats, sl_spec_on_iter on_iter, void *ctx);

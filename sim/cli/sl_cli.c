@@ -88,10 +88,12 @@ int sl_cli_sweep(const char *flag, const char *s, double **vals, size_t *n)
                 nv = (size_t)count;
                 v = sl_malloc(nv * sizeof *v);
                 if (!v) rc = SL_EFAIL;
-                /* a + i*step rather than repeated addition keeps 0.95 from drifting to 0.9500000001. */
+                /* a + i*step rather than repeated addition, then rounded to 15 significant digits,
+                 * so that 0.5 + 2*0.05 is the double nearest 0.6 and not 0.6000000000000001. */
                 for (size_t i = 0; !rc && i < nv; i++) {
-                    double x = a + (double)i * step;
-                    v[i] = fabs(x - round(x / step) * step) < 1e-12 ? round(x / step) * step : x;
+                    char num[32];
+                    snprintf(num, sizeof num, "%.15g", a + (double)i * step);
+                    v[i] = strtod(num, NULL);
                     if (v[i] > b) v[i] = b;
                 }
             }

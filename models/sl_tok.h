@@ -1,0 +1,100 @@
+/*
+ * sl_tok.h: byte-level BPE tokenizer (GPT-2 style): encode, decode, load, save and train.
+ *
+ * A token is a byte string. Text is cut into pieces first (special tokens such as
+ * <|endoftext|>, then GPT-2's pre-tokenisation regex applied with PCRE2 in UTF + UCP mode), then
+ * each piece starts as one token per byte and the merges are applied by rank (lowest first).
+ * Any byte string is accepted: maximal runs of bytes that are not valid UTF-8 are cut out before
+ * the regex runs and become pieces of their own, so decode(encode(s)) == s for every s, NUL bytes
+ * included.
+ *
+ * JSON form (the `tokenizer` metadata of models/FORMAT.md):
+ *   {"type":"byte-bpe","vocab":[...],"merges":["a b",...],"special":{"<|endoftext|>":id}}
+ * vocab[id] is the token's bytes written with GPT-2's byte-to-unicode mapping (a special token is
+ * written as its own text); merges lists "left right" in rank order, and every merge's result must
+ * be in the vocabulary. Parsed with json-c.
+ *
+ * Errors: SL_EINPUT with a one-line message for malformed JSON, merges naming unknown tokens, ids
+ * out of range; SL_EFAIL for out of memory. Thread safety: a loaded sl_tok is read-only, so
+ * several threads may encode and decode with it at once.
+ */
+#ifndef SL_TOK_H
+#define SL_TOK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sl_tok sl_tok;
+
+/* Loads a tokenizer from its JSON text (NUL-terminated). */
+int sl_tok_from_json(const char *json_text, sl_tok **out);
+/* Writes the JSON form; malloc'd, NUL-terminated; NULL (with an error recorded) on failure.
+ * from_json(to_json(t)) is the same tokenizer. */
+char *sl_tok_to_json(const sl_tok *t);
+/* Loads GPT-2's own files: encoder_json and vocab_bpe are file paths (encoder.json maps token to
+ * id; vocab.bpe has a "#version" line then one merge per line). "<|endoftext|>", if present in
+ * encoder.json, becomes a special token. */
+int sl_tok_load_gpt2(const char *encoder_json, const char *vocab_bpe, sl_tok **out);
+
+/* Encodes n bytes; *ids is malloc'd (caller frees), *n_ids its length. Special tokens occurring
+ * in the input are emitted as their ids. */
+int sl_tok_encode(const sl_tok *t, const char *bytes, size_t n, int32_t **ids, size_t *n_ids);
+/* Decodes ids to bytes; *bytes is malloc'd with a NUL after the last byte (not counted in
+ * *n_bytes). An id outside [0, vocab_size) is SL_EINPUT. */
+int sl_tok_decode(const sl_tok *t, const int32_t *ids, size_t n, char **bytes, size_t *n_bytes);
+size_t sl_tok_vocab_size(const sl_tok *t);
+void sl_tok_free(sl_tok *t);
+
+/* Id of a special token by its text, or -1. */
+int32_t sl_tok_special_id(const sl_tok *t, const char *text);
+/* Bytes of one token (not NUL-terminated); NULL for an id out of range. */
+const char *sl_tok_token_bytes(const sl_tok *t, int32_t id, size_t *len);
+size_t sl_tok_n_merges(const sl_tok *t);
+
+/*
+ * Training. Learns merges on the pre-tokenised words of texts[i] (lens[i] bytes each), counted
+ * over all texts; <|endoftext|> occurring in a text is a document boundary, not counted.
+ * Vocabulary: ids 0..255 are the single bytes (id = byte value), then one id per merge in the
+ * order learned, then <|endoftext|> last; vocab_size counts all of them (>= 257).
+ * Each step merges the adjacent pair with the highest count (summed over word occurrences, a
+ * pair occurring twice in a word counts twice); ties go to the pair with the smaller left id,
+ * then the smaller right id. So training is deterministic and uses no random numbers. Training
+ * stops early, with a smaller vocabulary, when no pair occurs at least min_count times
+ * (min_count >= 1). Texts must be valid UTF-8 (SL_EINPUT naming the text index otherwise).
+ */
+typedef struct {
+    uint64_t min_count; /* smallest pair count worth a merge; 0 means 2 */
+    int verbose;        /* progress lines on stderr */
+} sl_tok_train_opts;
+int sl_tok_train(const char *const *texts, const size_t *lens, size_t n_texts, size_t vocab_size,
+                 const sl_tok_train_opts *opts, sl_tok **out);
+
+/* Loads a tokenizer from a file: tokenizer JSON, or a model's .safetensors whose metadata has a
+ * `tokenizer` entry (models/FORMAT.md); told apart by the first byte ('{' or whitespace = JSON). */
+int sl_tok_load_file(const char *path, sl_tok **out);
+
+/*
+ * Token files (models/TOKFILE.md, version 1): magic "SLTOK\0\0\1" (8 bytes), uint32 vocab_size,
+ * uint32 bytes per id (2 if vocab_size <= 65536, else 4), uint64 n_tokens, then n_tokens
+ * little-endian ids. Written atomically (temporary file + rename).
+ */
+int sl_tokfile_write(const char *path, const int32_t *ids, size_t n, size_t vocab_size);
+/* Reads and checks a token file (magic, version, size, every id < vocab_size); *ids malloc'd. */
+int sl_tokfile_read(const char *path, int32_t **ids, size_t *n, size_t *vocab_size);
+
+/* Pre-tokenisation alone: the end offsets of the pieces that encode would merge separately
+ * (special tokens, runs of invalid UTF-8, regex matches), in order; t may be NULL, then only
+ * <|endoftext|> is special. *ends is malloc'd. */
+int sl_tok_split(const sl_tok *t, const char *bytes, size_t n, size_t **ends, size_t *n_pieces);
+
+/* Validates UTF-8 (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF). Returns the
+ * length of the longest valid prefix (n when all is valid). */
+size_t sl_utf8_valid_prefix(const unsigned char *s, size_t n);
+
+/* For tests: applies the merges to one piece of n byte-level ids in place, returning the new
+ * length. naive = 1 uses the reference algorithm (GPT-2's: find the lowest-rank pair, merge all
+ * its occurrences left to right, repeat), naive = 0 the heap-based one used for long pieces.
+ * work must hold 8 * n int32. */
+size_t sl_tok_merge_piece(const sl_tok *t, int32_t *syms, size_t n, int naive, int32_t *work);
+
+#endif

@@ -1,0 +1,321 @@
+/* sl_dist.c: probability vectors: checks, softmax, standardisation, distances, residual, alias. */
+#include "sl_dist.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sl_common.h"
+
+int sl_dist_check(const double *p, size_t V, double tol, const char *name)
+{
+    if (V == 0) return sl_fail(SL_EINPUT, "%s: empty probability vector", name);
+    double sum = 0;
+    for (size_t i = 0; i < V; i++) {
+        if (!isfinite(p[i])) return sl_fail(SL_EINPUT, "%s[%zu] = %g is not finite", name, i, p[i]);
+        if (p[i] < 0) return sl_fail(SL_EINPUT, "%s[%zu] = %g is negative", name, i, p[i]);
+        sum += p[i];
+    }
+    if (fabs(sum - 1.0) > tol)
+        return sl_fail(SL_EINPUT, "%s sums to %.17g, not 1 within %g", name, sum, tol);
+    return SL_OK;
+}
+
+int sl_dist_softmax(const double *logits, size_t V, double *p)
+{
+    double mx = -INFINITY;
+    for (size_t i = 0; i < V; i++) {
+        if (isnan(logits[i]) || logits[i] == INFINITY)
+            return sl_fail(SL_EINPUT, "logit[%zu] = %g is NaN or +inf", i, logits[i]);
+        if (logits[i] > mx) mx = logits[i];
+    }
+    if (mx == -INFINITY) return sl_fail(SL_EINPUT, "every logit is -inf: no token is possible");
+    double sum = 0;
+    for (size_t i = 0; i < V; i++) {
+        p[i] = exp(logits[i] - mx);
+        sum += p[i];
+    }
+    double inv = 1.0 / sum;
+    for (size_t i = 0; i < V; i++) p[i] *= inv;
+    return SL_OK;
+}
+
+int sl_sampling_validate(const sl_sampling *s)
+{
+    if (!(s->temperature >= 0) || !isfinite(s->temperature))
+        return sl_fail(SL_EINPUT, "--temperature: %g must be a finite number >= 0", s->temperature);
+    if (!(s->top_p > 0 && s->top_p <= 1))
+        return sl_fail(SL_EINPUT, "--top-p: %g is outside (0, 1]", s->top_p);
+    if (!(s->min_p >= 0 && s->min_p < 1))
+        return sl_fail(SL_EINPUT, "--min-p: %g is outside [0, 1)", s->min_p);
+    return SL_OK;
+}
+
+sl_dist_work *sl_dist_work_alloc(size_t V)
+{
+    sl_dist_work *w = sl_calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->V = V;
+    w->idx = sl_malloc(V * sizeof *w->idx);
+    w->tmp = sl_malloc(V * sizeof *w->tmp);
+    if (!w->idx || !w->tmp) {
+        sl_dist_work_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void sl_dist_work_free(sl_dist_work *w)
+{
+    if (!w) return;
+    free(w->idx);
+    free(w->tmp);
+    free(w);
+}
+
+static int cmp_desc(const void *a, const void *b, void *ctx)
+{
+    const double *p = ctx;
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    if (p[i] > p[j]) return -1;
+    if (p[i] < p[j]) return 1;
+    return (i > j) - (i < j);
+}
+
+void sl_dist_sort_desc(const double *p, size_t V, sl_dist_work *w)
+{
+    for (size_t i = 0; i < V; i++) w->idx[i] = (uint32_t)i;
+    qsort_r(w->idx, V, sizeof *w->idx, cmp_desc, (void *)p);
+}
+
+static void normalise(double *p, size_t V)
+{
+    double sum = 0;
+    for (size_t i = 0; i < V; i++) sum += p[i];
+    double inv = 1.0 / sum;
+    for (size_t i = 0; i < V; i++) p[i] *= inv;
+}
+
+void sl_dist_top_k(const double *p, size_t V, size_t k, double *out, sl_dist_work *w)
+{
+    if (out != p) memcpy(out, p, V * sizeof *out);
+    if (k == 0 || k >= V) return;
+    sl_dist_sort_desc(out, V, w);
+    for (size_t r = k; r < V; r++) out[w->idx[r]] = 0;
+    normalise(out, V);
+}
+
+size_t sl_dist_argmax(const double *p, size_t V)
+{
+    size_t best = 0;
+    for (size_t i = 1; i < V; i++)
+        if (p[i] > p[best]) best = i;
+    return best;
+}
+
+/* Filters applied after softmax, in the documented order: top-k, top-p, min-p. Each filter
+ * renormalises, so top-p sees the mass that top-k left (as Hugging Face's logits processors do). */
+static void apply_filters(double *p, size_t V, const sl_sampling *s, sl_dist_work *w)
+{
+    int sorted = 0;
+    if (s->top_k > 0 && s->top_k < V) {
+        sl_dist_top_k(p, V, s->top_k, p, w);
+        sorted = 1; /* zeroing the tail keeps the sorted order valid */
+    }
+    if (s->top_p < 1) {
+        if (!sorted) sl_dist_sort_desc(p, V, w);
+        double cum = 0;
+        size_t keep = V;
+        for (size_t r = 0; r < V; r++) {
+            cum += p[w->idx[r]];
+            if (cum >= s->top_p) {
+                keep = r + 1;
+                break;
+            }
+        }
+        for (size_t r = keep; r < V; r++) p[w->idx[r]] = 0;
+        normalise(p, V);
+    }
+    if (s->min_p > 0) {
+        double thr = s->min_p * p[sl_dist_argmax(p, V)];
+        for (size_t i = 0; i < V; i++)
+            if (p[i] < thr) p[i] = 0;
+        normalise(p, V);
+    }
+}
+
+int sl_dist_standardise(const double *logits, size_t V, const sl_sampling *s, double *p, sl_dist_work *w)
+{
+    int rc = sl_sampling_validate(s);
+    if (rc) return rc;
+    if (s->temperature == 0) {
+        double mx = -INFINITY;
+        size_t best = 0;
+        for (size_t i = 0; i < V; i++) {
+            if (isnan(logits[i])) return sl_fail(SL_EINPUT, "logit[%zu] is NaN", i);
+            if (logits[i] > mx) {
+                mx = logits[i];
+                best = i;
+            }
+        }
+        memset(p, 0, V * sizeof *p);
+        p[best] = 1;
+        return SL_OK;
+    }
+    for (size_t i = 0; i < V; i++) w->tmp[i] = logits[i] / s->temperature;
+    rc = sl_dist_softmax(w->tmp, V, p);
+    if (rc) return rc;
+    apply_filters(p, V, s, w);
+    return SL_OK;
+}
+
+int sl_dist_standardise_f32(const float *logits, size_t V, const sl_sampling *s, double *p, sl_dist_work *w)
+{
+    /* p doubles as the widened logits: standardise reads logits only into w->tmp first. */
+    for (size_t i = 0; i < V; i++) p[i] = logits[i];
+    return sl_dist_standardise(p, V, s, p, w);
+}
+
+double sl_dist_beta(const double *p, const double *q, size_t V)
+{
+    double s = 0;
+    for (size_t i = 0; i < V; i++) s += p[i] < q[i] ? p[i] : q[i];
+    return s;
+}
+
+double sl_dist_dlk(const double *p, const double *q, size_t V)
+{
+    double s = 0;
+    for (size_t i = 0; i < V; i++) s += fabs(p[i] - 0.5 * (p[i] + q[i]));
+    return s;
+}
+
+double sl_dist_tv(const double *p, const double *q, size_t V)
+{
+    double s = 0;
+    for (size_t i = 0; i < V; i++) s += fabs(p[i] - q[i]);
+    return 0.5 * s;
+}
+
+double sl_dist_kl(const double *p, const double *q, size_t V)
+{
+    double s = 0;
+    for (size_t i = 0; i < V; i++) {
+        if (p[i] <= 0) continue;
+        if (q[i] <= 0) return INFINITY;
+        s += p[i] * log(p[i] / q[i]);
+    }
+    return s;
+}
+
+double sl_dist_entropy(const double *p, size_t V)
+{
+    double s = 0;
+    for (size_t i = 0; i < V; i++)
+        if (p[i] > 0) s -= p[i] * log(p[i]);
+    return s;
+}
+
+double sl_dist_residual(const double *p, const double *q, size_t V, double *out)
+{
+    double z = 0;
+    for (size_t i = 0; i < V; i++) {
+        double d = p[i] - q[i];
+        out[i] = d > 0 ? d : 0;
+        z += out[i];
+    }
+    if (z > 0) {
+        double inv = 1.0 / z;
+        for (size_t i = 0; i < V; i++) out[i] *= inv;
+    } else {
+        memcpy(out, p, V * sizeof *out);
+    }
+    return z;
+}
+
+size_t sl_dist_sample_u(const double *p, size_t V, double u)
+{
+    double acc = 0;
+    size_t last = 0;
+    for (size_t i = 0; i < V; i++) {
+        if (p[i] <= 0) continue;
+        acc += p[i];
+        last = i;
+        if (u < acc) return i;
+    }
+    return last; /* u beyond the rounded total: the last possible token */
+}
+
+sl_alias *sl_alias_alloc(size_t V)
+{
+    sl_alias *a = sl_calloc(1, sizeof *a);
+    if (!a) return NULL;
+    a->V = V;
+    a->prob = sl_malloc(V * sizeof *a->prob);
+    a->alias = sl_malloc(V * sizeof *a->alias);
+    a->work = sl_malloc(2 * V * sizeof *a->work);
+    if (!a->prob || !a->alias || !a->work) {
+        sl_alias_free(a);
+        return NULL;
+    }
+    return a;
+}
+
+void sl_alias_free(sl_alias *a)
+{
+    if (!a) return;
+    free(a->prob);
+    free(a->alias);
+    free(a->work);
+    free(a);
+}
+
+/* Vose's method. Scaled masses p*V go to a small (< 1) or large stack; each small column is topped
+ * up by a large one. Columns left over at the end hold mass 1 up to rounding, except that a
+ * zero-probability token must never become drawable: it keeps threshold 0 and aliases to a token
+ * of positive mass. */
+void sl_alias_build(sl_alias *a, const double *p)
+{
+    size_t V = a->V;
+    uint32_t *small = a->work, *large = a->work + V;
+    size_t ns = 0, nl = 0;
+    double sum = 0;
+    for (size_t i = 0; i < V; i++) sum += p[i];
+    size_t positive = sl_dist_argmax(p, V);
+    for (size_t i = 0; i < V; i++) {
+        a->prob[i] = p[i] / sum * (double)V;
+        a->alias[i] = (uint32_t)i;
+        if (a->prob[i] < 1) small[ns++] = (uint32_t)i;
+        else large[nl++] = (uint32_t)i;
+    }
+    while (ns > 0 && nl > 0) {
+        uint32_t s = small[--ns], l = large[nl - 1];
+        a->alias[s] = l;
+        a->prob[l] = (a->prob[l] + a->prob[s]) - 1.0;
+        if (a->prob[l] < 1) {
+            nl--;
+            small[ns++] = l;
+        }
+    }
+    while (nl > 0) a->prob[large[--nl]] = 1.0;
+    while (ns > 0) {
+        uint32_t s = small[--ns];
+        if (p[s] > 0) a->prob[s] = 1.0;
+        else {
+            a->prob[s] = 0.0;
+            a->alias[s] = (uint32_t)positive;
+        }
+    }
+}
+
+size_t sl_alias_sample_u(const sl_alias *a, double u)
+{
+    double x = u * (double)a->V;
+    size_t col = (size_t)x;
+    if (col >= a->V) col = a->V - 1;
+    double frac = x - (double)col;
+    return frac < a->prob[col] ? col : a->alias[col];
+}
+
+size_t sl_alias_sample(const sl_alias *a, gsl_rng *r) { return sl_alias_sample_u(a, sl_rng_uniform53(r)); }
