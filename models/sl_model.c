@@ -481,8 +481,9 @@ static inline float gelu_tanh(float x)
     return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
 }
 
-/* One block of n <= SL_KERN_NMAX tokens at positions pos.., logits (n, vocab). */
-static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, float *logits)
+/* One block of n <= SL_KERN_NMAX tokens at positions pos..; logits (n - r0, vocab) of rows r0..n-1
+ * (the unembedding, the largest matrix, is skipped for rows nobody asked for). */
+static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t r0, float *logits)
 {
     const sl_model *m = c->m;
     const sl_model_config *g = &m->cfg;
@@ -527,23 +528,41 @@ static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, floa
         sl_kern_matmul(c->proj, f1, L->down.w, L->down.dt, L->bdown, n, ff, d);
         for (size_t i = 0; i < n * d; i++) c->x[i] += c->proj[i];
     }
-    norm(c->xn, c->x, m->final_norm_w, m->final_norm_b, n, d, g->norm_eps);
-    sl_kern_matmul(logits, c->xn, m->lm_head.w, m->lm_head.dt, NULL, n, d, g->vocab_size);
+    if (r0 < n) {
+        norm(c->xn, c->x + r0 * d, m->final_norm_w, m->final_norm_b, n - r0, d, g->norm_eps);
+        sl_kern_matmul(logits, c->xn, m->lm_head.w, m->lm_head.dt, NULL, n - r0, d, g->vocab_size);
+    }
     c->len += n;
+}
+
+int sl_model_check_tokens(const sl_model *m, const int32_t *tokens, size_t n)
+{
+    const size_t V = m->cfg.vocab_size;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (size_t)tokens[i] >= V)
+            return sl_fail(SL_EINPUT, "token id %ld at position %zu is outside [0, %zu)", (long)tokens[i], i, V);
+    return SL_OK;
 }
 
 int sl_model_forward(sl_model_ctx *c, const int32_t *tokens, size_t n, float *logits)
 {
+    return sl_model_forward_last(c, tokens, n, n, logits);
+}
+
+int sl_model_forward_last(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t n_rows, float *logits)
+{
     const size_t V = c->m->cfg.vocab_size;
+    if (n_rows > n) return sl_fail(SL_EINPUT, "asked for logits of %zu rows of %zu tokens", n_rows, n);
     if (c->len + n > c->max_len)
         return sl_fail(SL_EINPUT, "sequence of %zu tokens (%zu cached + %zu new) exceeds the context of %zu tokens",
                        c->len + n, c->len, n, c->max_len);
-    for (size_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || (size_t)tokens[i] >= V)
-            return sl_fail(SL_EINPUT, "token id %ld at position %zu is outside [0, %zu)", (long)tokens[i], i, V);
+    int rc = sl_model_check_tokens(c->m, tokens, n);
+    if (rc) return rc;
+    const size_t first = n - n_rows; /* first token whose logits are wanted */
     for (size_t i = 0; i < n; i += SL_KERN_NMAX) {
-        size_t nb = n - i < SL_KERN_NMAX ? n - i : SL_KERN_NMAX;
-        forward_block(c, tokens + i, nb, logits + i * V);
+        const size_t nb = n - i < SL_KERN_NMAX ? n - i : SL_KERN_NMAX;
+        const size_t r0 = first <= i ? 0 : first - i < nb ? first - i : nb;
+        forward_block(c, tokens + i, nb, r0, r0 < nb ? logits + (i + r0 - first) * V : logits);
     }
     return SL_OK;
 }

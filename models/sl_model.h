@@ -102,6 +102,11 @@ void sl_model_ctx_free(sl_model_ctx *c);
 /* Appends tokens (n) to the sequence and writes logits (n, vocab): row j scores the token after
  * tokens[j]. Checks every id and the length before touching the cache (SL_EINPUT). */
 int sl_model_forward(sl_model_ctx *c, const int32_t *tokens, size_t n, float *logits);
+/* As sl_model_forward, but writes only the logits of the last n_rows tokens: logits (n_rows, vocab)
+ * (1 <= n_rows <= n; 0 is allowed and writes nothing). A long prompt then costs no unembedding. */
+int sl_model_forward_last(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t n_rows, float *logits);
+/* SL_EINPUT naming the first id outside [0, vocab_size). */
+int sl_model_check_tokens(const sl_model *m, const int32_t *tokens, size_t n);
 /* Keeps the first len tokens (len <= current length). */
 int sl_model_truncate(sl_model_ctx *c, size_t len);
 

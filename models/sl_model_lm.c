@@ -2,9 +2,6 @@
  * sl_model_lm.c: a model context as the sampler's sl_lm (sim/sl_spec.h): extend runs the forward
  * pass over the new tokens in blocks of SL_KERN_NMAX and standardises each row of logits into a
  * pmf with sl_dist_standardise_f32; truncate cuts the KV cache.
- *
- * sl_dist is implemented on main by another engineer; until it is merged here the symbols are
- * weak, so the engine links without it and extend reports that it is missing.
  */
 #include <stdlib.h>
 
@@ -12,21 +9,25 @@
 #include "sl_kern.h"
 #include "sl_model.h"
 
-#pragma weak sl_dist_standardise_f32
-#pragma weak sl_dist_work_alloc
-#pragma weak sl_dist_work_free
-
-static int lm_extend(void *self, const int32_t *tokens, size_t n, double *dists)
+static int lm_extend(void *self, const int32_t *tokens, size_t n, size_t n_rows, double *dists)
 {
     sl_model_lm *l = self;
     sl_model_ctx *c = l->ctx;
     const size_t V = c->m->cfg.vocab_size;
+    if (n_rows > n) return sl_fail(SL_EINPUT, "extend: %zu rows asked of %zu tokens", n_rows, n);
+    if (c->len + n > c->max_len)
+        return sl_fail(SL_EINPUT, "sequence of %zu tokens exceeds the context of %zu tokens", c->len + n, c->max_len);
+    int rc = sl_model_check_tokens(c->m, tokens, n);
+    if (rc) return rc;
+    /* Blocks of SL_KERN_NMAX tokens, so that the logits buffer holds one block (no allocation). */
+    const size_t first = n - n_rows;
     for (size_t i = 0; i < n; i += SL_KERN_NMAX) {
-        size_t nb = n - i < SL_KERN_NMAX ? n - i : SL_KERN_NMAX;
-        int rc = sl_model_forward(c, tokens + i, nb, c->logits);
+        const size_t nb = n - i < SL_KERN_NMAX ? n - i : SL_KERN_NMAX;
+        const size_t r0 = first <= i ? 0 : first - i < nb ? first - i : nb; /* rows of this block wanted */
+        rc = sl_model_forward_last(c, tokens + i, nb, nb - r0, c->logits);
         if (rc) return rc;
-        for (size_t j = 0; j < nb; j++) {
-            rc = sl_dist_standardise_f32(c->logits + j * V, V, &l->sampling, dists + (i + j) * V, l->dw);
+        for (size_t j = r0; j < nb; j++) {
+            rc = sl_dist_standardise_f32(c->logits + (j - r0) * V, V, &l->sampling, dists + (i + j - first) * V, l->dw);
             if (rc) return rc;
         }
     }
@@ -42,8 +43,8 @@ static int lm_truncate(void *self, size_t len)
 int sl_model_lm_alloc(sl_model_ctx *ctx, const sl_sampling *sampling, sl_model_lm **out)
 {
     *out = NULL;
-    if (!sl_dist_standardise_f32 || !sl_dist_work_alloc)
-        return sl_fail(SL_EFAIL, "the distributions module (sim/sl_dist.c) is not built into this binary yet");
+    int rc = sl_sampling_validate(sampling);
+    if (rc) return rc;
     sl_model_lm *l = sl_calloc(1, sizeof *l);
     if (!l) return SL_EFAIL;
     l->ctx = ctx;
@@ -64,6 +65,6 @@ int sl_model_lm_alloc(sl_model_ctx *ctx, const sl_sampling *sampling, sl_model_l
 void sl_model_lm_free(sl_model_lm *l)
 {
     if (!l) return;
-    if (sl_dist_work_free) sl_dist_work_free(l->dw);
+    sl_dist_work_free(l->dw);
     free(l);
 }
