@@ -501,3 +501,84 @@ Test(engine, model_bad_input_is_einput)
     free(wt);
     sl_st_close(f);
 }
+
+/* ---- forward_last and the sampler's model interface ---- */
+
+Test(engine, forward_last_rows_equal_the_tail_of_a_full_forward)
+{
+    sl_model *m;
+    cr_assert_eq(sl_model_open(fixture("llama_f32", ""), &m), SL_OK);
+    const size_t V = m->cfg.vocab_size;
+    int32_t tokens[30];
+    for (int i = 0; i < 30; i++) tokens[i] = (int32_t)((i * 41 + 5) % (int)V);
+    sl_model_ctx *a, *b;
+    cr_assert_eq(sl_model_ctx_alloc(m, 30, &a), SL_OK);
+    cr_assert_eq(sl_model_ctx_alloc(m, 30, &b), SL_OK);
+    float *la = malloc(30 * V * 4), *lb = malloc(30 * V * 4);
+    cr_assert_eq(sl_model_forward(a, tokens, 30, la), SL_OK);
+    const size_t rows[] = {0, 1, 5, 14, 15, 16, 17, 30};
+    for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
+        cr_assert_eq(sl_model_truncate(b, 0), SL_OK);
+        cr_assert_eq(sl_model_forward_last(b, tokens, 30, rows[k], lb), SL_OK);
+        cr_assert_eq(b->len, 30);
+        /* Same arithmetic per row: bit-identical. */
+        cr_assert(memcmp(lb, la + (30 - rows[k]) * V, rows[k] * V * 4) == 0, "n_rows %zu", rows[k]);
+    }
+    free(la), free(lb);
+    sl_model_ctx_free(a);
+    sl_model_ctx_free(b);
+    sl_model_close(m);
+}
+
+Test(engine, lm_adapter_gives_softmax_of_logits_and_truncates)
+{
+    sl_model *m;
+    cr_assert_eq(sl_model_open(fixture("gpt2_f16", ""), &m), SL_OK);
+    const size_t V = m->cfg.vocab_size;
+    int32_t tokens[20];
+    for (int i = 0; i < 20; i++) tokens[i] = (int32_t)((i * 13 + 1) % (int)V);
+    sl_model_ctx *a, *b;
+    cr_assert_eq(sl_model_ctx_alloc(m, 32, &a), SL_OK);
+    cr_assert_eq(sl_model_ctx_alloc(m, 32, &b), SL_OK);
+    sl_sampling s = SL_SAMPLING_DEFAULT;
+    s.temperature = 0.8;
+    sl_model_lm *l;
+    cr_assert_eq(sl_model_lm_alloc(a, &s, &l), SL_OK);
+    cr_assert_eq(l->lm.vocab_size, V);
+    double *p = malloc(20 * V * sizeof(double)), *ref = malloc(V * sizeof(double)), *z = malloc(V * sizeof(double));
+    float *logits = malloc(20 * V * 4);
+    /* 20 tokens, pmfs of the last 3 (rows 17, 18, 19). */
+    cr_assert_eq(l->lm.extend(l->lm.self, tokens, 20, 3, p), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(sl_model_forward(b, tokens, 20, logits), SL_OK);
+    for (size_t r = 0; r < 3; r++) {
+        /* Independent softmax in double over the same logits at temperature 0.8. */
+        double mx = -INFINITY, sum = 0;
+        for (size_t v = 0; v < V; v++) mx = fmax(mx, logits[(17 + r) * V + v] / 0.8);
+        for (size_t v = 0; v < V; v++) sum += z[v] = exp(logits[(17 + r) * V + v] / 0.8 - mx);
+        for (size_t v = 0; v < V; v++) ref[v] = z[v] / sum;
+        double d = 0;
+        for (size_t v = 0; v < V; v++) d = fmax(d, fabs(p[r * V + v] - ref[v]));
+        /* 1e-12: both are double softmaxes of the same float logits; only rounding differs. */
+        cr_assert_leq(d, 1e-12, "row %zu differs by %g", r, d);
+    }
+    /* Truncate through the interface, then extend again: row equals a fresh decode's. */
+    cr_assert_eq(l->lm.truncate(l->lm.self, 10), SL_OK);
+    cr_assert_eq(a->len, 10);
+    cr_assert_eq(l->lm.extend(l->lm.self, tokens + 10, 10, 1, p), SL_OK);
+    cr_assert_eq(a->len, 20);
+    {
+        double mx = -INFINITY, sum = 0, d = 0;
+        for (size_t v = 0; v < V; v++) mx = fmax(mx, logits[19 * V + v] / 0.8);
+        for (size_t v = 0; v < V; v++) sum += z[v] = exp(logits[19 * V + v] / 0.8 - mx);
+        for (size_t v = 0; v < V; v++) d = fmax(d, fabs(p[v] - z[v] / sum));
+        cr_assert_leq(d, 1e-12, "after truncate + extend the last row differs by %g", d);
+    }
+    int32_t bad = (int32_t)V;
+    cr_assert_eq(l->lm.extend(l->lm.self, &bad, 1, 1, p), SL_EINPUT);
+    cr_assert_eq(a->len, 20, "a rejected extend must not change the state");
+    sl_model_lm_free(l);
+    free(p), free(ref), free(z), free(logits);
+    sl_model_ctx_free(a);
+    sl_model_ctx_free(b);
+    sl_model_close(m);
+}
