@@ -4,6 +4,7 @@
 #include "sl_kern.h"
 
 #include <immintrin.h>
+#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -139,10 +140,25 @@ static inline __attribute__((always_inline)) void rows(float *y, const float *x,
     else if (n - t == 1) block(y, x, W, dt, bias, in, out, o, t, R, 1);
 }
 
+/* Unit u: four rows (or the last few) of one matrix, all tokens. */
+static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, const size_t *first, const float *x,
+                                                        size_t n, size_t in, long u, sl_dtype dt)
+{
+    size_t i = 0;
+    while ((size_t)u >= first[i + 1]) i++;
+    const size_t o = ((size_t)u - first[i]) * 4, out = mm[i].out;
+    const unsigned char *W = mm[i].w;
+    if (o + 4 <= out) rows(mm[i].y, x, W, dt, mm[i].bias, n, in, out, o, 4);
+    else
+        for (size_t r = o; r < out; r++) rows(mm[i].y, x, W, dt, mm[i].bias, n, in, out, r, 1);
+}
+
 /* One function per dtype, with the dtype a literal inside the OpenMP region, so that the weight
  * conversion is resolved at compile time in the outlined loop body. The work is cut into units of
  * four rows of one matrix; a matrix whose row count is not a multiple of four ends with one
- * shorter unit done row by row (R = 1), which computes each output in the same order. */
+ * shorter unit done row by row (R = 1), which computes each output in the same order. Called
+ * inside a parallel region (the model's forward pass), the units are work-shared among that
+ * team; otherwise the call opens a region of its own. */
 #define SL_KERN_DEFINE_MATMUL(NAME, DT)                                                                         \
     static void NAME(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in)                   \
     {                                                                                                           \
@@ -154,15 +170,12 @@ static inline __attribute__((always_inline)) void rows(float *y, const float *x,
         }                                                                                                       \
         const long units = (long)first[count];                                                                 \
         const int par = work >= (1u << 15); /* small matrices: not worth waking the team */                    \
-        _Pragma("omp parallel for schedule(static) if (par)")                                                    \
-        for (long u = 0; u < units; u++) {                                                                      \
-            size_t i = 0;                                                                                       \
-            while ((size_t)u >= first[i + 1]) i++;                                                              \
-            const size_t o = ((size_t)u - first[i]) * 4, out = mm[i].out;                                       \
-            const unsigned char *W = mm[i].w;                                                                   \
-            if (o + 4 <= out) rows(mm[i].y, x, W, DT, mm[i].bias, n, in, out, o, 4);                             \
-            else                                                                                                \
-                for (size_t r = o; r < out; r++) rows(mm[i].y, x, W, DT, mm[i].bias, n, in, out, r, 1);          \
+        if (omp_in_parallel()) {                                                                                \
+            _Pragma("omp for schedule(static)")                                                                 \
+            for (long u = 0; u < units; u++) unit(mm, first, x, n, in, u, DT);                                  \
+        } else {                                                                                                \
+            _Pragma("omp parallel for schedule(static) if (par)")                                               \
+            for (long u = 0; u < units; u++) unit(mm, first, x, n, in, u, DT);                                  \
         }                                                                                                       \
     }
 SL_KERN_DEFINE_MATMUL(matmul_f32, SL_DT_F32)

@@ -9,6 +9,7 @@
 #include <gsl/gsl_randist.h>
 #include <json.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -336,6 +337,7 @@ int sl_model_ctx_alloc(const sl_model *m, size_t max_len, sl_model_ctx **out)
     const size_t B = SL_KERN_NMAX, d = g->d_model, qd = g->n_head * m->head_dim;
     c->m = m;
     c->max_len = max_len;
+    c->team = 1;
     c->k_cache = sl_calloc(g->n_layer * max_len * m->kv_dim, sizeof(float));
     c->v_cache = sl_calloc(g->n_layer * max_len * m->kv_dim, sizeof(float));
     c->x = sl_malloc(B * d * sizeof(float));
@@ -435,43 +437,54 @@ static void rope(const sl_model_ctx *c, float *v, size_t n_heads, size_t pos)
     }
 }
 
+/* One (token, head) pair of the attention below: job = t * n_head + h. */
+static void attention_job(sl_model_ctx *c, const float *K, const float *V, long job, size_t pos, float scale)
+{
+    const sl_model *m = c->m;
+    const size_t H = m->cfg.n_head, hd = m->head_dim, kvd = m->kv_dim, group = H / m->cfg.n_kv_head;
+    const size_t qd = H * hd;
+    const size_t t = (size_t)job / H, h = (size_t)job % H, kvh = h / group;
+    const size_t len = pos + t + 1;
+    const float *qv = c->q + t * qd + h * hd;
+    float *s = c->scores + ((size_t)job) * c->max_len;
+    float mx = -INFINITY;
+    for (size_t j = 0; j < len; j++) {
+        const float *kj = K + j * kvd + kvh * hd;
+        float dot = 0;
+        for (size_t i = 0; i < hd; i++) dot += qv[i] * kj[i];
+        s[j] = dot * scale;
+        if (s[j] > mx) mx = s[j];
+    }
+    double sum = 0;
+    for (size_t j = 0; j < len; j++) {
+        s[j] = expf(s[j] - mx);
+        sum += s[j];
+    }
+    const float inv = (float)(1.0 / sum);
+    float *o = c->att + t * qd + h * hd;
+    for (size_t i = 0; i < hd; i++) o[i] = 0;
+    for (size_t j = 0; j < len; j++) {
+        const float pj = s[j] * inv;
+        const float *vj = V + j * kvd + kvh * hd;
+        for (size_t i = 0; i < hd; i++) o[i] += pj * vj[i];
+    }
+}
+
 /* Causal attention of n new tokens at positions pos.. against the cache of layer l (which already
  * holds their keys and values). Each (token, head) is computed by one thread in a fixed order. */
 static void attention(sl_model_ctx *c, size_t l, size_t n, size_t pos)
 {
     const sl_model *m = c->m;
-    const size_t H = m->cfg.n_head, hd = m->head_dim, kvd = m->kv_dim, group = H / m->cfg.n_kv_head;
-    const size_t qd = H * hd;
+    const size_t H = m->cfg.n_head, hd = m->head_dim, kvd = m->kv_dim;
     const float scale = 1.0f / sqrtf((float)hd);
     const float *K = c->k_cache + l * c->max_len * kvd, *V = c->v_cache + l * c->max_len * kvd;
     const long jobs = (long)(n * H);
+    if (omp_in_parallel()) {
+#pragma omp for schedule(static)
+        for (long job = 0; job < jobs; job++) attention_job(c, K, V, job, pos, scale);
+    } else {
 #pragma omp parallel for schedule(static) if (jobs * (long)(pos + n) * (long)hd > (1L << 15))
-    for (long job = 0; job < jobs; job++) {
-        const size_t t = (size_t)job / H, h = (size_t)job % H, kvh = h / group;
-        const size_t len = pos + t + 1;
-        const float *qv = c->q + t * qd + h * hd;
-        float *s = c->scores + ((size_t)job) * c->max_len;
-        float mx = -INFINITY;
-        for (size_t j = 0; j < len; j++) {
-            const float *kj = K + j * kvd + kvh * hd;
-            float dot = 0;
-            for (size_t i = 0; i < hd; i++) dot += qv[i] * kj[i];
-            s[j] = dot * scale;
-            if (s[j] > mx) mx = s[j];
-        }
-        double sum = 0;
-        for (size_t j = 0; j < len; j++) {
-            s[j] = expf(s[j] - mx);
-            sum += s[j];
-        }
-        const float inv = (float)(1.0 / sum);
-        float *o = c->att + t * qd + h * hd;
-        for (size_t i = 0; i < hd; i++) o[i] = 0;
-        for (size_t j = 0; j < len; j++) {
-            const float pj = s[j] * inv;
-            const float *vj = V + j * kvd + kvh * hd;
-            for (size_t i = 0; i < hd; i++) o[i] += pj * vj[i];
-        }
+        for (long job = 0; job < jobs; job++) attention_job(c, K, V, job, pos, scale);
     }
 }
 
@@ -481,8 +494,26 @@ static inline float gelu_tanh(float x)
     return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
 }
 
+/* Elementwise activations over f1 (n*d_ff): GELU (gpt2) or silu(f2) * f1 (llama). tanhf costs
+ * ~10-20 ns, so even at n = 1 the GELUs of 12 layers take ~0.5 ms on one core: threaded. */
+static void activation(float *f1, const float *f2, long nff, int gpt2)
+{
+    if (omp_in_parallel()) {
+#pragma omp for schedule(static)
+        for (long i = 0; i < nff; i++) f1[i] = gpt2 ? gelu_tanh(f1[i]) : f1[i] * (f2[i] / (1.0f + expf(-f2[i])));
+    } else {
+#pragma omp parallel for schedule(static) if (nff >= 1024)
+        for (long i = 0; i < nff; i++) f1[i] = gpt2 ? gelu_tanh(f1[i]) : f1[i] * (f2[i] / (1.0f + expf(-f2[i])));
+    }
+}
+
 /* One block of n <= SL_KERN_NMAX tokens at positions pos..; logits (n - r0, vocab) of rows r0..n-1
- * (the unembedding, the largest matrix, is skipped for rows nobody asked for). */
+ * (the unembedding, the largest matrix, is skipped for rows nobody asked for).
+ *
+ * With c->team the whole block runs in one OpenMP team: the kernels and loops work-share among
+ * its threads (orphaned `omp for`) and the short serial steps run in `omp single`, so a token
+ * costs barriers instead of ~75 fork/joins. Without it each kernel call opens its own region.
+ * The results are the same bits either way. */
 static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t r0, float *logits)
 {
     const sl_model *m = c->m;
@@ -490,48 +521,54 @@ static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size
     const size_t d = g->d_model, qd = g->n_head * m->head_dim, kvd = m->kv_dim, ff = g->d_ff;
     const size_t pos = c->len;
     const int gpt2 = m->arch == SL_ARCH_GPT2;
-    embed(c, tokens, n, pos);
     float *kn = c->kv, *vn = c->kv + n * kvd;
     float *f1 = c->ff, *f2 = c->ff + n * ff;
-    for (size_t l = 0; l < g->n_layer; l++) {
-        const sl_model_layer *L = &m->layers[l];
-        norm(c->xn, c->x, L->attn_norm_w, L->attn_norm_b, n, d, g->norm_eps);
-        const sl_kern_mm qkv[3] = {{c->q, L->q.w, L->q.dt, L->bq, qd},
-                                   {kn, L->k.w, L->k.dt, L->bk, kvd},
-                                   {vn, L->v.w, L->v.dt, L->bv, kvd}};
-        sl_kern_matmul_multi(qkv, 3, c->xn, n, d);
-        if (!gpt2)
-            for (size_t t = 0; t < n; t++) {
-                rope(c, c->q + t * qd, g->n_head, pos + t);
-                rope(c, kn + t * kvd, g->n_kv_head, pos + t);
+#pragma omp parallel if (c->team)
+    {
+#pragma omp single
+        embed(c, tokens, n, pos);
+        for (size_t l = 0; l < g->n_layer; l++) {
+            const sl_model_layer *L = &m->layers[l];
+#pragma omp single
+            norm(c->xn, c->x, L->attn_norm_w, L->attn_norm_b, n, d, g->norm_eps);
+            const sl_kern_mm qkv[3] = {{c->q, L->q.w, L->q.dt, L->bq, qd},
+                                       {kn, L->k.w, L->k.dt, L->bk, kvd},
+                                       {vn, L->v.w, L->v.dt, L->bv, kvd}};
+            sl_kern_matmul_multi(qkv, 3, c->xn, n, d);
+#pragma omp single
+            {
+                if (!gpt2)
+                    for (size_t t = 0; t < n; t++) {
+                        rope(c, c->q + t * qd, g->n_head, pos + t);
+                        rope(c, kn + t * kvd, g->n_kv_head, pos + t);
+                    }
+                float *Kl = c->k_cache + l * c->max_len * kvd, *Vl = c->v_cache + l * c->max_len * kvd;
+                memcpy(Kl + pos * kvd, kn, n * kvd * sizeof(float));
+                memcpy(Vl + pos * kvd, vn, n * kvd * sizeof(float));
             }
-        float *Kl = c->k_cache + l * c->max_len * kvd, *Vl = c->v_cache + l * c->max_len * kvd;
-        memcpy(Kl + pos * kvd, kn, n * kvd * sizeof(float));
-        memcpy(Vl + pos * kvd, vn, n * kvd * sizeof(float));
-        attention(c, l, n, pos);
-        sl_kern_matmul(c->proj, c->att, L->o.w, L->o.dt, L->bo, n, qd, d);
-        for (size_t i = 0; i < n * d; i++) c->x[i] += c->proj[i];
-
-        norm(c->xn, c->x, L->mlp_norm_w, L->mlp_norm_b, n, d, g->norm_eps);
-        const long nff = (long)(n * ff);
-        if (gpt2) {
-            sl_kern_matmul(f1, c->xn, L->up.w, L->up.dt, L->bup, n, d, ff);
-            /* tanhf costs ~10-20 ns: even at n = 1 the GELUs of 12 layers take ~0.5 ms on one core,
-             * a noticeable share of a token that takes a few ms on many cores. */
-#pragma omp parallel for schedule(static) if (nff >= 1024)
-            for (long i = 0; i < nff; i++) f1[i] = gelu_tanh(f1[i]);
-        } else {
-            const sl_kern_mm gu[2] = {{f1, L->up.w, L->up.dt, NULL, ff}, {f2, L->gate.w, L->gate.dt, NULL, ff}};
-            sl_kern_matmul_multi(gu, 2, c->xn, n, d);
-#pragma omp parallel for schedule(static) if (nff >= 1024)
-            for (long i = 0; i < nff; i++) f1[i] *= f2[i] / (1.0f + expf(-f2[i])); /* silu(gate) * up */
+            attention(c, l, n, pos);
+            sl_kern_matmul(c->proj, c->att, L->o.w, L->o.dt, L->bo, n, qd, d);
+#pragma omp single
+            {
+                for (size_t i = 0; i < n * d; i++) c->x[i] += c->proj[i];
+                norm(c->xn, c->x, L->mlp_norm_w, L->mlp_norm_b, n, d, g->norm_eps);
+            }
+            if (gpt2) {
+                sl_kern_matmul(f1, c->xn, L->up.w, L->up.dt, L->bup, n, d, ff);
+            } else {
+                const sl_kern_mm gu[2] = {{f1, L->up.w, L->up.dt, NULL, ff}, {f2, L->gate.w, L->gate.dt, NULL, ff}};
+                sl_kern_matmul_multi(gu, 2, c->xn, n, d);
+            }
+            activation(f1, f2, (long)(n * ff), gpt2);
+            sl_kern_matmul(c->proj, f1, L->down.w, L->down.dt, L->bdown, n, ff, d);
+#pragma omp single
+            for (size_t i = 0; i < n * d; i++) c->x[i] += c->proj[i];
         }
-        sl_kern_matmul(c->proj, f1, L->down.w, L->down.dt, L->bdown, n, ff, d);
-        for (size_t i = 0; i < n * d; i++) c->x[i] += c->proj[i];
-    }
-    if (r0 < n) {
-        norm(c->xn, c->x + r0 * d, m->final_norm_w, m->final_norm_b, n - r0, d, g->norm_eps);
-        sl_kern_matmul(logits, c->xn, m->lm_head.w, m->lm_head.dt, NULL, n - r0, d, g->vocab_size);
+        if (r0 < n) {
+#pragma omp single
+            norm(c->xn, c->x + r0 * d, m->final_norm_w, m->final_norm_b, n - r0, d, g->norm_eps);
+            sl_kern_matmul(logits, c->xn, m->lm_head.w, m->lm_head.dt, NULL, n - r0, d, g->vocab_size);
+        }
     }
     c->len += n;
 }

@@ -174,10 +174,15 @@ static int bench_model(const char *path, const char *label, double bw)
     const size_t wb = weight_bytes_per_token(m);
     double t[SL_KERN_NMAX + 1];
     for (size_t n = 1; n <= SL_KERN_NMAX; n++) t[n] = time_forward(c, tokens, n, logits);
+    c->team = 0;
+    const double t1_regions = time_forward(c, tokens, 1, logits);
+    c->team = 1;
     printf("\n[%s] %s: %.1f M parameters, weights read per token %.1f MB, context %d (at position %d)\n", label,
            path, (double)m->n_params / 1e6, (double)wb / 1e6, CTX, PREFILL);
     printf("single-token decode: %.2f ms/token, %.2f GB/s of weights = %.1f%% of STREAM read bandwidth (target >= 85%%)\n",
            t[1] * 1e3, (double)wb / t[1] / 1e9, 100.0 * (double)wb / t[1] / bw);
+    printf("  (one OpenMP team per forward pass; with a parallel region per kernel call instead: %.2f ms/token, %.1f%%)\n",
+           t1_regions * 1e3, 100.0 * (double)wb / t1_regions / bw);
 
     int f32 = m->bytes_by_dtype[SL_DT_F32] > m->bytes_by_dtype[SL_DT_F16];
     mat ms[256];
