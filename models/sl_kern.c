@@ -204,3 +204,96 @@ void sl_kern_matmul(float *y, const float *x, const void *W, sl_dtype dt, const 
     const sl_kern_mm mm = {y, W, dt, bias, out};
     sl_kern_matmul_multi(&mm, 1, x, n, in);
 }
+
+/* ---- attention and activation helpers (vectorised, each output in a fixed order) ---- */
+
+float sl_kern_dot(const float *a, const float *b, size_t n)
+{
+    const size_t n8 = n & ~(size_t)7;
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t k = 0; k < n8; k += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), acc);
+    float s = hsum8(acc);
+    for (size_t k = n8; k < n; k++) s += a[k] * b[k];
+    return s;
+}
+
+void sl_kern_axpy(float *y, float a, const float *x, size_t n)
+{
+    const size_t n8 = n & ~(size_t)7;
+    const __m256 av = _mm256_set1_ps(a);
+    for (size_t k = 0; k < n8; k += 8)
+        _mm256_storeu_ps(y + k, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + k), _mm256_loadu_ps(y + k)));
+    for (size_t k = n8; k < n; k++) y[k] += a * x[k];
+}
+
+/* exp of 8 floats: Cephes' expf (range reduction by ln 2 in two parts, degree-5 polynomial),
+ * about 2 ulp over [-87, 88]; inputs are clamped there, so exp(-inf-ish) is ~1e-38, not 0. */
+static inline __m256 exp8(__m256 x)
+{
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3365f)), _mm256_set1_ps(88.3762626647949f));
+    __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+/* 1 / (1 + exp(-z)), exact division. */
+static inline __m256 sigmoid8(__m256 z)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), z))));
+}
+
+/* GELU, tanh form, as x * sigmoid(2y) with y = sqrt(2/pi) (x + 0.044715 x^3): the same function
+ * as 0.5 x (1 + tanh y), written without the cancellation of 1 + tanh y for negative y. */
+static inline __m256 gelu8(__m256 x)
+{
+    const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+    const __m256 y2 = _mm256_mul_ps(_mm256_set1_ps(2.0f * 0.7978845608028654f),
+                                    _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x));
+    return _mm256_mul_ps(x, sigmoid8(y2));
+}
+
+/* Loads n < 8 floats into a zero-padded vector, so that a row's tail goes through the same
+ * vector code as its body (one formula for every element). */
+static inline __m256 load_tail(const float *p, size_t n)
+{
+    float buf[8] = {0};
+    memcpy(buf, p, n * sizeof(float));
+    return _mm256_loadu_ps(buf);
+}
+
+static inline void store_tail(float *p, __m256 v, size_t n)
+{
+    float buf[8];
+    _mm256_storeu_ps(buf, v);
+    memcpy(p, buf, n * sizeof(float));
+}
+
+void sl_kern_gelu(float *x, size_t n)
+{
+    const size_t n8 = n & ~(size_t)7;
+    for (size_t k = 0; k < n8; k += 8) _mm256_storeu_ps(x + k, gelu8(_mm256_loadu_ps(x + k)));
+    if (n8 < n) store_tail(x + n8, gelu8(load_tail(x + n8, n - n8)), n - n8);
+}
+
+void sl_kern_silu_mul(float *up, const float *gate, size_t n)
+{
+    const size_t n8 = n & ~(size_t)7;
+    for (size_t k = 0; k < n8; k += 8) {
+        const __m256 g = _mm256_loadu_ps(gate + k);
+        _mm256_storeu_ps(up + k, _mm256_mul_ps(_mm256_loadu_ps(up + k), _mm256_mul_ps(g, sigmoid8(g))));
+    }
+    if (n8 < n) {
+        const __m256 g = load_tail(gate + n8, n - n8);
+        store_tail(up + n8, _mm256_mul_ps(load_tail(up + n8, n - n8), _mm256_mul_ps(g, sigmoid8(g))), n - n8);
+    }
+}

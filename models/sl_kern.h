@@ -41,6 +41,16 @@ typedef struct {
 } sl_kern_mm;
 void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in);
 
+/* Attention and activation helpers, AVX2, each output computed in one fixed order:
+ * dot = sum a[k] b[k] (8-lane partial sums, fixed horizontal sum, scalar tail); y += a x;
+ * x = gelu_tanh(x) in place; up = silu(gate) * up in place. The activations use a vectorised
+ * expf (Cephes, ~2 ulp); a row's tail is padded into a vector, so every element of a row goes
+ * through the same code whatever the row length. */
+float sl_kern_dot(const float *a, const float *b, size_t n);
+void sl_kern_axpy(float *y, float a, const float *x, size_t n);
+void sl_kern_gelu(float *x, size_t n);
+void sl_kern_silu_mul(float *up, const float *gate, size_t n);
+
 /* Converts n elements of dtype dt at src (possibly unaligned) to float32. */
 void sl_kern_to_f32(float *dst, const void *src, sl_dtype dt, size_t n);
 /* Rounds float32 to dt (round to nearest even) and writes n elements at dst. */

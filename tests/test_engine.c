@@ -138,6 +138,44 @@ Test(engine, kernel_is_bitwise_independent_of_threads_and_block_size)
     gsl_rng_free(r);
 }
 
+Test(engine, attention_and_activation_helpers_match_naive)
+{
+    gsl_rng *r = sl_rng_alloc(4, SL_STREAM_DATA, 0);
+    const size_t lens[] = {1, 5, 8, 13, 64, 100, 515};
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        const size_t n = lens[li];
+        float *a = malloc(n * 4), *b = malloc(n * 4), *y = malloc(n * 4), *g = malloc(n * 4);
+        double ref = 0, abs_sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            a[i] = 3 * frand(r), b[i] = 3 * frand(r), y[i] = frand(r);
+            ref += (double)a[i] * b[i];
+            abs_sum += fabs((double)a[i] * b[i]);
+        }
+        /* Same bound as the matmul: float32 accumulation of n terms. */
+        cr_assert_leq(fabs(sl_kern_dot(a, b, n) - ref), (double)n * ldexp(1.0, -22) * abs_sum + 1e-6);
+        memcpy(g, y, n * 4);
+        sl_kern_axpy(g, 0.37f, a, n);
+        for (size_t i = 0; i < n; i++) cr_assert_leq(fabs(g[i] - (y[i] + 0.37 * a[i])), 1e-6);
+        /* Activations over [-12, 12] against the textbook formulas in double: |err| <= 2e-6 * (1 + |x|)
+         * (a few float ulps of the result; torch's float32 tanh is no closer than that). */
+        for (size_t i = 0; i < n; i++) g[i] = 12 * frand(r);
+        memcpy(y, g, n * 4);
+        sl_kern_gelu(y, n);
+        for (size_t i = 0; i < n; i++) {
+            double x = g[i], e = 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+            cr_assert_leq(fabs(y[i] - e), 2e-6 * (1 + fabs(x)), "gelu(%g) = %g, expected %g", x, y[i], e);
+        }
+        for (size_t i = 0; i < n; i++) y[i] = b[i];
+        sl_kern_silu_mul(y, g, n);
+        for (size_t i = 0; i < n; i++) {
+            double e = (double)b[i] * g[i] / (1 + exp(-(double)g[i]));
+            cr_assert_leq(fabs(y[i] - e), 2e-6 * (1 + fabs(e)), "silu(%g)*%g = %g, expected %g", g[i], b[i], y[i], e);
+        }
+        free(a), free(b), free(y), free(g);
+    }
+    gsl_rng_free(r);
+}
+
 Test(engine, f16_and_bf16_conversions_round_to_nearest)
 {
     cr_assert_eq(sl_f32_to_f16(1.0f), 0x3c00);
