@@ -472,7 +472,9 @@ Test(engine, model_bad_input_is_einput)
     cr_assert(strstr(sl_errmsg(), "exceeds the context") != NULL);
     cr_assert_eq(sl_model_forward(c, nine, 8, logits), SL_OK);
     cr_assert_eq(sl_model_forward(c, nine, 1, logits), SL_EINPUT);
-    cr_assert_eq(sl_model_ctx_alloc(m, m->cfg.max_seq_len + 1, &c), SL_EINPUT);
+    sl_model_ctx *c2;
+    cr_assert_eq(sl_model_ctx_alloc(m, m->cfg.max_seq_len + 1, &c2), SL_EINPUT);
+    cr_assert_null(c2);
     free(logits);
     sl_model_ctx_free(c);
     sl_model_close(m);
