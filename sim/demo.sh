@@ -16,3 +16,12 @@ echo "(the text table, narrowed to a few columns by name; ops_factor is at the b
        NR == 2 { for (i = 1; i <= NF; i++) col[$i] = i }
        { printf "%6s %6s %9s %19s %10s %9s %6s  %s\n", $col["alpha"], $col["c"], $col["gamma_opt"],
          $col["walltime_factor_opt"], $col["ops_factor"], $col["gamma_cap"], $col["at_cap"], $col["ties"] }'
+echo
+echo "== mc: Monte Carlo of Algorithm 1 on a noisy pair next to the theory (CIs at 95%) =="
+"$S" mc --family noisy --vocab 1000 --gamma 4 --iterations 200000 --c 0.05 --c-hat 0.02
+echo
+echo "== verify: the exact rule passes, a wrong variant (resample from p after a rejection) does not =="
+out=$("$S" verify)
+printf '%s\n' "$out" | sed -n 1,3p
+out=$("$S" verify --rule bug-resample-from-p 2>&1 || true)
+printf '%s\n' "$out" | sed -n 1,4p

@@ -1,0 +1,706 @@
+/*
+ * sl_stats.c: goodness of fit, homogeneity, Holm, KS, confidence intervals, TV and power.
+ * Every function is checked against scipy in tests/test_stats.c (fixtures from
+ * tests/gen_stats_fixtures.py).
+ */
+#include "sl_stats.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_cdf.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_sf_gamma.h>
+
+#include "sl_common.h"
+
+/* ---- pooling ---- */
+
+typedef struct {
+    double key;
+    size_t idx;
+} key_idx;
+
+static int cmp_key_idx(const void *a, const void *b)
+{
+    const key_idx *x = a, *y = b;
+    if (x->key < y->key) return -1;
+    if (x->key > y->key) return 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Pools columns given per-column keys (the quantity that must reach min_expected) and returns the
+ * column order: order[0..n_small) go into the pooled cell, the rest stay single. Columns with key
+ * 0 must have been removed by the caller. */
+static size_t pool_split(key_idx *ki, size_t n, double min_expected)
+{
+    qsort(ki, n, sizeof *ki, cmp_key_idx);
+    size_t n_small = 0;
+    double pooled = 0;
+    while (n_small < n && ki[n_small].key < min_expected) pooled += ki[n_small++].key;
+    while (n_small > 0 && pooled < min_expected && n_small < n) pooled += ki[n_small++].key;
+    /* A pooled "cell" of one category is just that category. */
+    return n_small == 1 ? 0 : n_small;
+}
+
+int sl_stats_pool(const uint64_t *counts, const double *pmf, size_t k, double min_expected, double *cell_obs,
+                  double *cell_exp, size_t *n_cells, size_t *n_pooled, int *impossible)
+{
+    if (k == 0) return sl_fail(SL_EINPUT, "goodness of fit: no categories");
+    uint64_t n = 0;
+    for (size_t j = 0; j < k; j++) {
+        if (!(pmf[j] >= 0) || !isfinite(pmf[j]))
+            return sl_fail(SL_EINPUT, "goodness of fit: pmf[%zu] = %g is not a probability", j, pmf[j]);
+        n += counts[j];
+    }
+    key_idx *ki = sl_malloc(k * sizeof *ki);
+    if (!ki) return SL_EFAIL;
+    size_t m = 0;
+    *impossible = 0;
+    for (size_t j = 0; j < k; j++) {
+        if (pmf[j] > 0) {
+            ki[m].key = (double)n * pmf[j];
+            ki[m].idx = j;
+            m++;
+        } else if (counts[j] > 0) {
+            *impossible = 1;
+        }
+    }
+    size_t n_small = pool_split(ki, m, min_expected);
+    size_t c = 0;
+    if (n_small > 0) {
+        cell_obs[0] = cell_exp[0] = 0;
+        for (size_t i = 0; i < n_small; i++) {
+            cell_obs[0] += (double)counts[ki[i].idx];
+            cell_exp[0] += ki[i].key;
+        }
+        c = 1;
+    }
+    for (size_t i = n_small; i < m; i++, c++) {
+        cell_obs[c] = (double)counts[ki[i].idx];
+        cell_exp[c] = ki[i].key;
+    }
+    *n_cells = c;
+    *n_pooled = n_small;
+    free(ki);
+    return SL_OK;
+}
+
+static double gof_stat(const double *obs, const double *exp_, size_t c, sl_gof_kind kind)
+{
+    double s = 0;
+    for (size_t j = 0; j < c; j++) {
+        if (kind == SL_GOF_PEARSON) {
+            double d = obs[j] - exp_[j];
+            s += d * d / exp_[j];
+        } else if (obs[j] > 0) {
+            s += obs[j] * log(obs[j] / exp_[j]);
+        }
+    }
+    return kind == SL_GOF_PEARSON ? s : 2 * s;
+}
+
+int sl_stats_gof(const uint64_t *counts, const double *pmf, size_t k, sl_gof_kind kind, sl_gof *out)
+{
+    memset(out, 0, sizeof *out);
+    double *obs = sl_malloc(2 * k * sizeof *obs);
+    if (!obs) return SL_EFAIL;
+    double *exp_ = obs + k;
+    size_t c, np;
+    int imp, rc = sl_stats_pool(counts, pmf, k, SL_STATS_MIN_EXPECTED, obs, exp_, &c, &np, &imp);
+    if (rc) {
+        free(obs);
+        return rc;
+    }
+    for (size_t j = 0; j < k; j++) out->n += counts[j];
+    out->n_cells = c;
+    out->n_pooled = np;
+    out->impossible = imp;
+    if (imp) {
+        out->stat = INFINITY;
+        out->df = c > 0 ? (double)c - 1 : 0;
+        out->p_value = 0;
+    } else if (c <= 1) {
+        out->stat = 0;
+        out->df = 0;
+        out->p_value = 1;
+    } else {
+        out->stat = gof_stat(obs, exp_, c, kind);
+        out->df = (double)c - 1;
+        out->p_value = gsl_cdf_chisq_Q(out->stat, out->df);
+    }
+    free(obs);
+    return SL_OK;
+}
+
+/* ---- exact and Monte Carlo multinomial ---- */
+
+double sl_stats_multinomial_outcomes(uint64_t n, size_t k)
+{
+    if (k == 0) return 0;
+    /* C(n + k - 1, k - 1) through lgamma; exact enough to compare against a limit. */
+    return exp(lgamma((double)n + (double)k) - lgamma((double)n + 1) - lgamma((double)k));
+}
+
+typedef struct {
+    size_t k;
+    const double *np;     /* (k) n * pmf */
+    const double *logp;   /* (k) log pmf */
+    double x2_obs;        /* threshold, already lowered by the tie tolerance */
+    double x2_hi;         /* observed X^2 raised by the tie tolerance: above it is "greater" */
+    double p_value;       /* P(X^2 >= observed) */
+    double p_gt;          /* P(X^2 > observed) */
+    double lfact_n;
+    double *lfact;        /* (n + 1) log y! */
+} exact_ctx;
+
+/* Recursion over categories: y_0..y_{j-1} fixed, `left` observations still to place; acc is the
+ * partial X^2 and lp the partial log probability (without the multinomial coefficient's n!). */
+static void exact_rec(exact_ctx *c, size_t j, uint64_t left, double acc, double lp)
+{
+    if (j == c->k - 1) {
+        double y = (double)left;
+        double d = y - c->np[j];
+        double x2 = acc + d * d / c->np[j];
+        if (x2 >= c->x2_obs) {
+            double pr = exp(c->lfact_n + lp + y * c->logp[j] - c->lfact[left]);
+            c->p_value += pr;
+            if (x2 > c->x2_hi) c->p_gt += pr;
+        }
+        return;
+    }
+    for (uint64_t y = 0; y <= left; y++) {
+        double d = (double)y - c->np[j];
+        exact_rec(c, j + 1, left - y, acc + d * d / c->np[j], lp + (double)y * c->logp[j] - c->lfact[y]);
+    }
+}
+
+int sl_stats_exact_multinomial(const uint64_t *counts, const double *pmf, size_t k, double max_outcomes,
+                               double *p_value)
+{
+    double gt;
+    return sl_stats_exact_multinomial_ext(counts, pmf, k, max_outcomes, p_value, &gt);
+}
+
+int sl_stats_exact_multinomial_ext(const uint64_t *counts, const double *pmf, size_t k, double max_outcomes,
+                                   double *p_value, double *p_gt)
+{
+    *p_gt = 0;
+    uint64_t n = 0;
+    size_t m = 0;
+    for (size_t j = 0; j < k; j++) {
+        n += counts[j];
+        if (pmf[j] > 0) m++;
+        else if (counts[j] > 0) {
+            *p_value = 0;
+            return SL_OK;
+        }
+    }
+    if (m == 0) return sl_fail(SL_EINPUT, "exact multinomial: pmf has no positive entry");
+    double outcomes = sl_stats_multinomial_outcomes(n, m);
+    if (outcomes > max_outcomes)
+        return sl_fail(SL_EINPUT, "exact multinomial: %.3g outcomes for n = %llu, k = %zu exceed the limit %.3g",
+                       outcomes, (unsigned long long)n, m, max_outcomes);
+    double *buf = sl_malloc((2 * m + n + 1) * sizeof *buf);
+    if (!buf) return SL_EFAIL;
+    double *np = buf, *logp = buf + m, *lfact = buf + 2 * m;
+    double x2 = 0;
+    size_t i = 0;
+    for (size_t j = 0; j < k; j++) {
+        if (pmf[j] <= 0) continue;
+        np[i] = (double)n * pmf[j];
+        logp[i] = log(pmf[j]);
+        double d = (double)counts[j] - np[i];
+        x2 += d * d / np[i];
+        i++;
+    }
+    for (uint64_t y = 0; y <= n; y++) lfact[y] = lgamma((double)y + 1);
+    double tol = 1e-9 * fmax(x2, 1e-300);
+    exact_ctx c = {m, np, logp, x2 - tol, x2 + tol, 0, 0, lfact[n], lfact};
+    if (n == 0) c.p_value = 1;
+    else exact_rec(&c, 0, n, 0, 0);
+    *p_value = fmin(1.0, c.p_value);
+    *p_gt = fmin(*p_value, c.p_gt);
+    free(buf);
+    return SL_OK;
+}
+
+int sl_stats_mc_multinomial(const uint64_t *counts, const double *pmf, size_t k, size_t n_sim, uint64_t seed,
+                            double *p_value)
+{
+    double gt;
+    return sl_stats_mc_multinomial_ext(counts, pmf, k, n_sim, seed, p_value, &gt);
+}
+
+int sl_stats_mc_multinomial_ext(const uint64_t *counts, const double *pmf, size_t k, size_t n_sim, uint64_t seed,
+                                double *p_value, double *p_gt)
+{
+    *p_gt = 0;
+    uint64_t n = 0;
+    for (size_t j = 0; j < k; j++) {
+        n += counts[j];
+        if (pmf[j] <= 0 && counts[j] > 0) {
+            *p_value = 0;
+            return SL_OK;
+        }
+    }
+    if (n > UINT32_MAX) return sl_fail(SL_EINPUT, "Monte Carlo multinomial: n = %llu is too large", (unsigned long long)n);
+    unsigned *y = sl_malloc(k * sizeof *y);
+    gsl_rng *r = sl_rng_alloc(seed, SL_STREAM_BOOT, 0);
+    if (!y || !r) {
+        free(y);
+        if (r) gsl_rng_free(r);
+        return SL_EFAIL;
+    }
+    double x2_obs = 0;
+    for (size_t j = 0; j < k; j++) {
+        if (pmf[j] <= 0) continue;
+        double e = (double)n * pmf[j], d = (double)counts[j] - e;
+        x2_obs += d * d / e;
+    }
+    double tol = 1e-9 * fmax(x2_obs, 1e-300), x2_hi = x2_obs + tol;
+    x2_obs -= tol;
+    size_t ge = 0, gt = 0;
+    for (size_t s = 0; s < n_sim; s++) {
+        gsl_ran_multinomial(r, k, (unsigned)n, pmf, y);
+        double x2 = 0;
+        for (size_t j = 0; j < k; j++) {
+            if (pmf[j] <= 0) continue;
+            double e = (double)n * pmf[j], d = (double)y[j] - e;
+            x2 += d * d / e;
+        }
+        ge += x2 >= x2_obs;
+        gt += x2 > x2_hi;
+    }
+    *p_value = (1.0 + (double)ge) / (1.0 + (double)n_sim);
+    *p_gt = (double)gt / (1.0 + (double)n_sim);
+    gsl_rng_free(r);
+    free(y);
+    return SL_OK;
+}
+
+double sl_stats_randomized_p(double p_ge, double p_gt, double u)
+{
+    return p_gt + u * (p_ge - p_gt);
+}
+
+/* ---- two-sample homogeneity ---- */
+
+int sl_stats_homogeneity(const uint64_t *a, const uint64_t *b, size_t k, sl_gof_kind kind, sl_gof *out)
+{
+    memset(out, 0, sizeof *out);
+    double na = 0, nb = 0;
+    for (size_t j = 0; j < k; j++) {
+        na += (double)a[j];
+        nb += (double)b[j];
+    }
+    out->n = (uint64_t)(na + nb);
+    if (na == 0 || nb == 0) {
+        out->p_value = 1;
+        return SL_OK;
+    }
+    double N = na + nb, small = fmin(na, nb);
+    key_idx *ki = sl_malloc(k * sizeof *ki);
+    double *cells = sl_malloc(4 * (k + 1) * sizeof *cells);
+    if (!ki || !cells) {
+        free(ki);
+        free(cells);
+        return SL_EFAIL;
+    }
+    size_t m = 0;
+    for (size_t j = 0; j < k; j++) {
+        double col = (double)a[j] + (double)b[j];
+        if (col > 0) {
+            ki[m].key = small * col / N; /* the smaller of the column's two expected counts */
+            ki[m].idx = j;
+            m++;
+        }
+    }
+    size_t n_small = pool_split(ki, m, SL_STATS_MIN_EXPECTED);
+    double *oa = cells, *ob = cells + (k + 1);
+    size_t c = 0;
+    if (n_small) {
+        oa[0] = ob[0] = 0;
+        for (size_t i = 0; i < n_small; i++) {
+            oa[0] += (double)a[ki[i].idx];
+            ob[0] += (double)b[ki[i].idx];
+        }
+        c = 1;
+    }
+    for (size_t i = n_small; i < m; i++, c++) {
+        oa[c] = (double)a[ki[i].idx];
+        ob[c] = (double)b[ki[i].idx];
+    }
+    double s = 0;
+    for (size_t j = 0; j < c; j++) {
+        double col = oa[j] + ob[j];
+        double ea = na * col / N, eb = nb * col / N;
+        if (kind == SL_GOF_PEARSON) {
+            s += (oa[j] - ea) * (oa[j] - ea) / ea + (ob[j] - eb) * (ob[j] - eb) / eb;
+        } else {
+            if (oa[j] > 0) s += 2 * oa[j] * log(oa[j] / ea);
+            if (ob[j] > 0) s += 2 * ob[j] * log(ob[j] / eb);
+        }
+    }
+    out->n_cells = c;
+    out->n_pooled = n_small;
+    if (c <= 1) {
+        out->p_value = 1;
+    } else {
+        out->stat = s;
+        out->df = (double)c - 1;
+        out->p_value = gsl_cdf_chisq_Q(s, out->df);
+    }
+    free(ki);
+    free(cells);
+    return SL_OK;
+}
+
+/* ---- Holm ---- */
+
+int sl_stats_holm(const double *p, size_t m, double *adj)
+{
+    if (m == 0) return SL_OK;
+    key_idx *ki = sl_malloc(m * sizeof *ki);
+    if (!ki) return SL_EFAIL;
+    for (size_t i = 0; i < m; i++) {
+        if (!(p[i] >= 0 && p[i] <= 1)) {
+            free(ki);
+            return sl_fail(SL_EINPUT, "Holm: p-value %zu is %g, expected a value in [0, 1]", i, p[i]);
+        }
+        ki[i].key = p[i];
+        ki[i].idx = i;
+    }
+    qsort(ki, m, sizeof *ki, cmp_key_idx);
+    double running = 0;
+    for (size_t i = 0; i < m; i++) {
+        double v = fmin(1.0, (double)(m - i) * ki[i].key);
+        running = fmax(running, v); /* step-down: adjusted p-values never decrease */
+        adj[ki[i].idx] = running;
+    }
+    free(ki);
+    return SL_OK;
+}
+
+/* ---- Kolmogorov-Smirnov ---- */
+
+/* Marsaglia, Tsang & Wang (2003), "Evaluating Kolmogorov's distribution", J. Stat. Software 8(18):
+ * P(D_n < d) as an element of the n-th power of an m x m matrix, with a running decimal exponent
+ * against overflow. */
+static void mtw_mul(const double *A, const double *B, double *C, int m)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < m; j++) {
+            double s = 0;
+            for (int k = 0; k < m; k++) s += A[i * m + k] * B[k * m + j];
+            C[i * m + j] = s;
+        }
+}
+
+static int mtw_pow(const double *A, int eA, double *V, int *eV, int m, size_t n, double *B)
+{
+    if (n == 1) {
+        memcpy(V, A, (size_t)m * m * sizeof *V);
+        *eV = eA;
+        return 0;
+    }
+    mtw_pow(A, eA, V, eV, m, n / 2, B);
+    mtw_mul(V, V, B, m);
+    int eB = 2 * (*eV);
+    if (n % 2 == 0) {
+        memcpy(V, B, (size_t)m * m * sizeof *V);
+        *eV = eB;
+    } else {
+        mtw_mul(A, B, V, m);
+        *eV = eA + eB;
+    }
+    if (V[(m / 2) * m + (m / 2)] > 1e140) {
+        for (int i = 0; i < m * m; i++) V[i] *= 1e-140;
+        *eV += 140;
+    }
+    return 0;
+}
+
+static double ks_asymptotic_sf(size_t n, double d)
+{
+    /* Kolmogorov's limit with Stephens' finite-n correction. */
+    double rn = sqrt((double)n), t = (rn + 0.12 + 0.11 / rn) * d, s = 0;
+    for (int j = 1; j <= 100; j++) {
+        double term = 2 * ((j & 1) ? 1 : -1) * exp(-2.0 * j * j * t * t);
+        s += term;
+        if (fabs(term) < 1e-17) break;
+    }
+    return fmin(1.0, fmax(0.0, s));
+}
+
+double sl_stats_ks_sf(size_t n, double d)
+{
+    if (n == 0 || d <= 0) return 1;
+    if (d >= 1) return 0;
+    double s = d * d * (double)n;
+    int k = (int)((double)n * d) + 1, m = 2 * k - 1;
+    /* The matrix method costs O(m^3 log n); beyond m = 301 or where the tail is below ~1e-15 (so
+     * that 1 - P(D < d) would be all rounding), MTW's asymptotic tail formula takes over. */
+    if (s > 18 || (m > 301 && (s > 7.24 || (s > 3.76 && n > 99))))
+        return 2 * exp(-(2.000071 + .331 / sqrt((double)n) + 1.409 / (double)n) * s);
+    if (m > 301) return ks_asymptotic_sf(n, d);
+    double h = k - (double)n * d;
+    double *H = calloc(3 * (size_t)m * m, sizeof *H);
+    if (!H) return NAN;
+    double *Q = H + (size_t)m * m, *B = Q + (size_t)m * m;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < m; j++) H[i * m + j] = (i - j + 1 < 0) ? 0 : 1;
+    for (int i = 0; i < m; i++) {
+        H[i * m] -= pow(h, i + 1);
+        H[(m - 1) * m + i] -= pow(h, m - i);
+    }
+    H[(m - 1) * m] += (2 * h - 1 > 0 ? pow(2 * h - 1, m) : 0);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < m; j++)
+            if (i - j + 1 > 0)
+                for (int g = 1; g <= i - j + 1; g++) H[i * m + j] /= g;
+    int eQ = 0;
+    mtw_pow(H, 0, Q, &eQ, m, n, B);
+    double v = Q[(k - 1) * m + k - 1];
+    for (size_t i = 1; i <= n; i++) {
+        v = v * (double)i / (double)n;
+        if (v < 1e-140) {
+            v *= 1e140;
+            eQ -= 140;
+        }
+    }
+    v *= pow(10., eQ);
+    free(H);
+    return fmin(1.0, fmax(0.0, 1.0 - v));
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int sl_stats_ks_uniform(const double *x, size_t n, double *D, double *p_value)
+{
+    if (n == 0) return sl_fail(SL_EINPUT, "KS test: no values");
+    double *s = sl_malloc(n * sizeof *s);
+    if (!s) return SL_EFAIL;
+    for (size_t i = 0; i < n; i++) {
+        if (!(x[i] >= 0 && x[i] <= 1)) {
+            free(s);
+            return sl_fail(SL_EINPUT, "KS test: value %zu is %g, expected a value in [0, 1]", i, x[i]);
+        }
+        s[i] = x[i];
+    }
+    qsort(s, n, sizeof *s, cmp_double);
+    double d = 0;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, (double)(i + 1) / (double)n - s[i]);
+        d = fmax(d, s[i] - (double)i / (double)n);
+    }
+    free(s);
+    *D = d;
+    *p_value = sl_stats_ks_sf(n, d);
+    return SL_OK;
+}
+
+/* ---- confidence intervals ---- */
+
+static int check_level(double a)
+{
+    if (!(a > 0 && a < 1)) return sl_fail(SL_EINPUT, "confidence level: a = %g, expected 0 < a < 1", a);
+    return SL_OK;
+}
+
+int sl_stats_wilson(uint64_t x, uint64_t n, double a, double *lo, double *hi)
+{
+    if (check_level(a)) return SL_EINPUT;
+    if (n == 0 || x > n) return sl_fail(SL_EINPUT, "Wilson interval: %llu successes of %llu trials",
+                                        (unsigned long long)x, (unsigned long long)n);
+    double z = gsl_cdf_ugaussian_Qinv(a / 2), nn = (double)n, p = (double)x / nn, z2 = z * z;
+    double center = (p + z2 / (2 * nn)) / (1 + z2 / nn);
+    double half = z / (1 + z2 / nn) * sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn));
+    *lo = fmax(0.0, center - half);
+    *hi = fmin(1.0, center + half);
+    return SL_OK;
+}
+
+/* Quantile of Beta(a, b) by bisection on the CDF: GSL's own inverse aborts through its error
+ * handler for extreme parameters (e.g. a = 4, b = 99997), and a library must not abort. */
+static double beta_quantile(double prob, double a, double b)
+{
+    double lo = 0, hi = 1;
+    for (int it = 0; it < 200; it++) {
+        double mid = 0.5 * (lo + hi);
+        if (gsl_cdf_beta_P(mid, a, b) < prob) lo = mid;
+        else hi = mid;
+        if (hi - lo <= 1e-15 * hi) break;
+    }
+    return 0.5 * (lo + hi);
+}
+
+int sl_stats_clopper_pearson(uint64_t x, uint64_t n, double a, double *lo, double *hi)
+{
+    if (check_level(a)) return SL_EINPUT;
+    if (n == 0 || x > n) return sl_fail(SL_EINPUT, "Clopper-Pearson interval: %llu successes of %llu trials",
+                                        (unsigned long long)x, (unsigned long long)n);
+    double xd = (double)x, nd = (double)n;
+    *lo = x == 0 ? 0 : beta_quantile(a / 2, xd, nd - xd + 1);
+    *hi = x == n ? 1 : beta_quantile(1 - a / 2, xd + 1, nd - xd);
+    return SL_OK;
+}
+
+int sl_stats_mean_ci(double mean, double sd, uint64_t n, double a, double *lo, double *hi)
+{
+    if (check_level(a)) return SL_EINPUT;
+    if (n == 0) return sl_fail(SL_EINPUT, "mean interval: no observations");
+    double h = gsl_cdf_ugaussian_Qinv(a / 2) * sd / sqrt((double)n);
+    *lo = mean - h;
+    *hi = mean + h;
+    return SL_OK;
+}
+
+/* ---- total variation ---- */
+
+static double tv_of(const uint64_t *counts, uint64_t n, const double *pmf, size_t k)
+{
+    double s = 0;
+    for (size_t j = 0; j < k; j++) s += fabs((double)counts[j] / (double)n - pmf[j]);
+    return 0.5 * s;
+}
+
+int sl_stats_tv_ci(const uint64_t *counts, const double *pmf, size_t k, double a, double *tv, double *lo,
+                   double *hi)
+{
+    if (check_level(a)) return SL_EINPUT;
+    uint64_t n = 0;
+    for (size_t j = 0; j < k; j++) n += counts[j];
+    if (n == 0) return sl_fail(SL_EINPUT, "TV estimate: no observations");
+    *tv = tv_of(counts, n, pmf, k);
+    double eps = sqrt(((double)k * log(2.0) + log(1 / a)) / (2.0 * (double)n));
+    *lo = fmax(0.0, *tv - eps);
+    *hi = fmin(1.0, *tv + eps);
+    return SL_OK;
+}
+
+int sl_stats_tv_bootstrap(const uint64_t *counts, const double *pmf, size_t k, double a, size_t n_boot,
+                          uint64_t seed, double *tv, double *lo, double *hi)
+{
+    if (check_level(a)) return SL_EINPUT;
+    uint64_t n = 0;
+    for (size_t j = 0; j < k; j++) n += counts[j];
+    if (n == 0 || n > UINT32_MAX || n_boot < 2)
+        return sl_fail(SL_EINPUT, "TV bootstrap: n = %llu observations, %zu resamples", (unsigned long long)n, n_boot);
+    *tv = tv_of(counts, n, pmf, k);
+    double *phat = sl_malloc(k * sizeof *phat);
+    unsigned *y = sl_malloc(k * sizeof *y);
+    uint64_t *y64 = sl_malloc(k * sizeof *y64);
+    double *t = sl_malloc(n_boot * sizeof *t);
+    gsl_rng *r = sl_rng_alloc(seed, SL_STREAM_BOOT, 1);
+    int rc = SL_OK;
+    if (!phat || !y || !y64 || !t || !r) {
+        rc = SL_EFAIL;
+        goto done;
+    }
+    for (size_t j = 0; j < k; j++) phat[j] = (double)counts[j] / (double)n;
+    for (size_t b = 0; b < n_boot; b++) {
+        gsl_ran_multinomial(r, k, (unsigned)n, phat, y);
+        for (size_t j = 0; j < k; j++) y64[j] = y[j];
+        t[b] = tv_of(y64, n, pmf, k);
+    }
+    qsort(t, n_boot, sizeof *t, cmp_double);
+    size_t il = (size_t)floor(a / 2 * (double)(n_boot - 1)), ih = (size_t)ceil((1 - a / 2) * (double)(n_boot - 1));
+    *lo = t[il];
+    *hi = t[ih];
+done:
+    free(phat);
+    free(y);
+    free(y64);
+    free(t);
+    if (r) gsl_rng_free(r);
+    return rc;
+}
+
+/* ---- power ---- */
+
+/* Poisson-weighted series: sf selects sum w_j Q(x; df + 2j) (power) instead of sum w_j P(...). */
+static double ncx2_series(double x, double df, double lambda, int sf)
+{
+    if (lambda <= 0) return sf ? gsl_cdf_chisq_Q(x, df) : gsl_cdf_chisq_P(x, df);
+    double mu = lambda / 2;
+    long j0 = (long)floor(mu);
+    double lw0 = -mu + (double)j0 * log(mu) - lgamma((double)j0 + 1);
+    double s = 0, wsum = 0;
+    /* Upward from the mode. */
+    double lw = lw0;
+    for (long j = j0;; j++) {
+        double w = exp(lw);
+        double f = sf ? gsl_cdf_chisq_Q(x, df + 2.0 * j) : gsl_cdf_chisq_P(x, df + 2.0 * j);
+        s += w * f;
+        wsum += w;
+        if (w < 1e-17 && j > j0 + 5) break;
+        lw += log(mu) - log((double)j + 1);
+    }
+    /* Downward. */
+    lw = lw0;
+    for (long j = j0 - 1; j >= 0; j--) {
+        lw += log((double)j + 1) - log(mu);
+        double w = exp(lw);
+        double f = sf ? gsl_cdf_chisq_Q(x, df + 2.0 * j) : gsl_cdf_chisq_P(x, df + 2.0 * j);
+        s += w * f;
+        wsum += w;
+        if (w < 1e-17) break;
+    }
+    (void)wsum;
+    return fmin(1.0, fmax(0.0, s));
+}
+
+double sl_stats_ncx2_cdf(double x, double df, double lambda)
+{
+    if (x <= 0) return 0;
+    return ncx2_series(x, df, lambda, 0);
+}
+
+double sl_stats_power(double lambda, double df, double a)
+{
+    if (df <= 0) return a;
+    double crit = gsl_cdf_chisq_Qinv(a, df);
+    return ncx2_series(crit, df, lambda, 1);
+}
+
+int sl_stats_lambda_for_power(double df, double a, double power, double *lambda)
+{
+    if (!(df > 0)) return sl_fail(SL_EINPUT, "power: df = %g, expected > 0", df);
+    if (check_level(a)) return SL_EINPUT;
+    if (!(power > a && power < 1)) return sl_fail(SL_EINPUT, "power: %g, expected a value in (level, 1)", power);
+    double lo = 0, hi = 1;
+    while (sl_stats_power(hi, df, a) < power) {
+        lo = hi;
+        hi *= 2;
+        if (hi > 1e9) return sl_fail(SL_EFAIL, "power: no non-centrality below 1e9 reaches %g", power);
+    }
+    for (int it = 0; it < 200 && hi - lo > 1e-10 * hi; it++) {
+        double mid = 0.5 * (lo + hi);
+        if (sl_stats_power(mid, df, a) < power) lo = mid;
+        else hi = mid;
+    }
+    *lambda = 0.5 * (lo + hi);
+    return SL_OK;
+}
+
+int sl_stats_n_for_tv(double delta, double df, double a, double power, double *n)
+{
+    if (!(delta > 0 && delta <= 1)) return sl_fail(SL_EINPUT, "--tv: %g, expected a value in (0, 1]", delta);
+    double lambda;
+    int rc = sl_stats_lambda_for_power(df, a, power, &lambda);
+    if (rc) return rc;
+    *n = ceil(lambda / (4 * delta * delta));
+    return SL_OK;
+}
+
+double sl_stats_power_at_n(double n, double delta, double df, double a)
+{
+    return sl_stats_power(4 * n * delta * delta, df, a);
+}

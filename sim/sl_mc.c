@@ -1,0 +1,676 @@
+/*
+ * sl_mc.c: synthetic (p, q) families, the Monte Carlo loop over Algorithm 1, and its report.
+ */
+#include "sl_mc.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+#include <omp.h>
+
+#include "sl_common.h"
+#include "sl_stats.h"
+#include "sl_theory.h"
+
+/* ---- in-memory rows ---- */
+
+sl_mc_rows *sl_mc_rows_alloc(size_t V, size_t n_rows, sl_mc_layout layout)
+{
+    if (V == 0 || n_rows == 0) {
+        sl_fail(SL_EINPUT, "rows: V = %zu, n_rows = %zu, expected both >= 1", V, n_rows);
+        return NULL;
+    }
+    sl_mc_rows *r = sl_calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->V = V;
+    r->n_rows = n_rows;
+    r->layout = layout;
+    r->p = sl_calloc(V * n_rows, sizeof *r->p);
+    r->q = sl_calloc(V * n_rows, sizeof *r->q);
+    if (!r->p || !r->q) {
+        sl_mc_rows_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void sl_mc_rows_free(sl_mc_rows *r)
+{
+    if (!r) return;
+    free(r->p);
+    free(r->q);
+    free(r);
+}
+
+static int rows_row(void *self, size_t i, double *p, double *q)
+{
+    sl_mc_rows *r = self;
+    if (i >= r->n_rows) return sl_fail(SL_EINPUT, "rows: row %zu of %zu", i, r->n_rows);
+    memcpy(p, r->p + i * r->V, r->V * sizeof *p);
+    memcpy(q, r->q + i * r->V, r->V * sizeof *q);
+    return SL_OK;
+}
+
+sl_mc_source sl_mc_rows_source(sl_mc_rows *r)
+{
+    return (sl_mc_source){r, r->V, r->n_rows, r->layout, rows_row};
+}
+
+/* ---- families ---- */
+
+static const char *family_names[SL_FAMILY_COUNT] = {"identical", "noisy", "dirichlet", "zipf", "disjoint",
+                                                     "positional"};
+
+const char *sl_mc_family_name(sl_mc_family f)
+{
+    return (unsigned)f < SL_FAMILY_COUNT ? family_names[f] : "?";
+}
+
+int sl_mc_family_parse(const char *s, sl_mc_family *out)
+{
+    for (int i = 0; i < SL_FAMILY_COUNT; i++)
+        if (!strcmp(s, family_names[i])) {
+            *out = (sl_mc_family)i;
+            return SL_OK;
+        }
+    return sl_fail(SL_EINPUT, "--family: '%s', expected identical|noisy|dirichlet|zipf|disjoint|positional", s);
+}
+
+int sl_mc_family_validate(const sl_mc_family_params *fp)
+{
+    if ((unsigned)fp->family >= SL_FAMILY_COUNT) return sl_fail(SL_EINPUT, "--family: unknown family %d", fp->family);
+    if (fp->V < 2 || fp->V > (size_t)INT32_MAX) return sl_fail(SL_EINPUT, "--vocab: %zu, expected 2..%d", fp->V, INT32_MAX);
+    if (fp->gamma < 1 || fp->gamma > SL_SPEC_GAMMA_MAX)
+        return sl_fail(SL_EINPUT, "--gamma: %zu, expected 1..%d", fp->gamma, SL_SPEC_GAMMA_MAX);
+    if (!(fp->noise >= 0) || !isfinite(fp->noise)) return sl_fail(SL_EINPUT, "--noise: %g, expected a finite value >= 0", fp->noise);
+    if (!(fp->concentration > 0) || !isfinite(fp->concentration))
+        return sl_fail(SL_EINPUT, "--concentration: %g, expected a finite value > 0", fp->concentration);
+    if (!(fp->zipf_s > 0) || !isfinite(fp->zipf_s)) return sl_fail(SL_EINPUT, "--zipf-s: %g, expected a finite value > 0", fp->zipf_s);
+    if (!(fp->temp_p > 0) || !isfinite(fp->temp_p)) return sl_fail(SL_EINPUT, "--temp-p: %g, expected a finite value > 0", fp->temp_p);
+    if (!(fp->temp_q > 0) || !isfinite(fp->temp_q)) return sl_fail(SL_EINPUT, "--temp-q: %g, expected a finite value > 0", fp->temp_q);
+    return SL_OK;
+}
+
+/* p ~ Dirichlet(concentration, ..., concentration); alpha (V) is scratch. */
+static void draw_dirichlet(gsl_rng *r, size_t V, double conc, double *alpha, double *p)
+{
+    for (size_t x = 0; x < V; x++) alpha[x] = conc;
+    gsl_ran_dirichlet(r, V, alpha, p);
+}
+
+/* q = softmax(log p + noise * z), z ~ N(0, 1) i.i.d.; zero entries of p stay zero. */
+static void noisy_copy(gsl_rng *r, size_t V, double noise, const double *p, double *q)
+{
+    double mx = -INFINITY;
+    for (size_t x = 0; x < V; x++) {
+        double z = gsl_ran_gaussian_ziggurat(r, 1.0);
+        q[x] = p[x] > 0 ? log(p[x]) + noise * z : -INFINITY;
+        if (q[x] > mx) mx = q[x];
+    }
+    double s = 0;
+    for (size_t x = 0; x < V; x++) {
+        q[x] = exp(q[x] - mx);
+        s += q[x];
+    }
+    for (size_t x = 0; x < V; x++) q[x] /= s;
+}
+
+static void zipf(size_t V, double s, double temp, double *p)
+{
+    double sum = 0;
+    for (size_t x = 0; x < V; x++) {
+        p[x] = pow((double)x + 1, -s / temp);
+        sum += p[x];
+    }
+    for (size_t x = 0; x < V; x++) p[x] /= sum;
+}
+
+int sl_mc_family_rows(const sl_mc_family_params *fp, sl_mc_rows **out)
+{
+    *out = NULL;
+    int rc = sl_mc_family_validate(fp);
+    if (rc) return rc;
+    size_t V = fp->V;
+    int positional = fp->family == SL_FAMILY_POSITIONAL;
+    size_t n = positional ? fp->gamma + 1 : 1;
+    sl_mc_rows *rows = sl_mc_rows_alloc(V, n, positional ? SL_MC_POSITIONAL : SL_MC_IID);
+    double *alpha = sl_malloc(V * sizeof *alpha);
+    gsl_rng *r = sl_rng_alloc(fp->seed, SL_STREAM_FAMILY, 0);
+    if (!rows || !alpha || !r) {
+        rc = SL_EFAIL;
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        double *p = rows->p + i * V, *q = rows->q + i * V;
+        sl_rng_reseed(r, fp->seed, SL_STREAM_FAMILY, i);
+        switch (fp->family) {
+        case SL_FAMILY_IDENTICAL:
+            draw_dirichlet(r, V, fp->concentration, alpha, p);
+            memcpy(q, p, V * sizeof *q);
+            break;
+        case SL_FAMILY_NOISY:
+            draw_dirichlet(r, V, fp->concentration, alpha, p);
+            noisy_copy(r, V, fp->noise, p, q);
+            break;
+        case SL_FAMILY_DIRICHLET:
+            draw_dirichlet(r, V, fp->concentration, alpha, p);
+            draw_dirichlet(r, V, fp->concentration, alpha, q);
+            break;
+        case SL_FAMILY_ZIPF:
+            zipf(V, fp->zipf_s, fp->temp_p, p);
+            zipf(V, fp->zipf_s, fp->temp_q, q);
+            break;
+        case SL_FAMILY_DISJOINT: {
+            size_t h = V / 2;
+            for (size_t x = 0; x < V; x++) {
+                p[x] = x < h ? 1.0 / (double)h : 0.0;
+                q[x] = x < h ? 0.0 : 1.0 / (double)(V - h);
+            }
+            break;
+        }
+        case SL_FAMILY_POSITIONAL:
+            /* Noise grows with the position, so beta_i falls along the draft: the i.i.d. formula
+             * is then wrong on purpose. */
+            draw_dirichlet(r, V, fp->concentration, alpha, p);
+            noisy_copy(r, V, fp->noise * (double)(i + 1), p, q);
+            break;
+        default:
+            break;
+        }
+    }
+    *out = rows;
+    rows = NULL;
+done:
+    sl_mc_rows_free(rows);
+    free(alpha);
+    if (r) gsl_rng_free(r);
+    return rc;
+}
+
+/* ---- plan ---- */
+
+struct sl_mc_plan {
+    size_t V, gamma;
+    size_t n_src;      /* distinct rows */
+    size_t n_win;      /* window rows (copies included) */
+    sl_mc_layout layout;
+    sl_spec_config cfg;
+    int use_accel;
+    double *p, *q;     /* (n_src, V) distinct rows */
+    double *wp, *wq;   /* (n_win, V) window rows: a window starting at s is rows s..s+gamma */
+    sl_alias **qa, **pa, **ra; /* (n_src) */
+    sl_spec_accel *accel;      /* (n_win) */
+    double *row_accept;        /* (n_src) acceptance probability under cfg */
+};
+
+size_t sl_mc_plan_vocab(const sl_mc_plan *plan) { return plan->V; }
+size_t sl_mc_plan_gamma(const sl_mc_plan *plan) { return plan->gamma; }
+size_t sl_mc_plan_rows(const sl_mc_plan *plan) { return plan->n_src; }
+const double *sl_mc_plan_p(const sl_mc_plan *plan, size_t row) { return plan->p + row * plan->V; }
+const double *sl_mc_plan_q(const sl_mc_plan *plan, size_t row) { return plan->q + row * plan->V; }
+sl_mc_layout sl_mc_plan_layout(const sl_mc_plan *plan) { return plan->layout; }
+const sl_spec_config *sl_mc_plan_config(const sl_mc_plan *plan) { return &plan->cfg; }
+
+/* Source row of window position i (0..gamma) for a window starting at s. */
+static size_t src_row(const sl_mc_plan *pl, size_t s, size_t i)
+{
+    switch (pl->layout) {
+    case SL_MC_IID: return 0;
+    case SL_MC_POSITIONAL: return i;
+    default: return (s + i) % pl->n_src;
+    }
+}
+
+static size_t window_start(const sl_mc_plan *pl, size_t t)
+{
+    return pl->layout == SL_MC_SLIDING ? t % pl->n_src : 0;
+}
+
+void sl_mc_plan_free(sl_mc_plan *pl)
+{
+    if (!pl) return;
+    for (size_t i = 0; pl->qa && i < pl->n_src; i++) {
+        sl_alias_free(pl->qa[i]);
+        sl_alias_free(pl->pa[i]);
+        sl_alias_free(pl->ra[i]);
+    }
+    free(pl->qa);
+    free(pl->pa);
+    free(pl->ra);
+    free(pl->accel);
+    free(pl->p);
+    free(pl->q);
+    free(pl->wp);
+    free(pl->wq);
+    free(pl->row_accept);
+    free(pl);
+}
+
+int sl_mc_plan_alloc(const sl_mc_source *src, size_t gamma, const sl_spec_config *cfg, sl_mc_plan **out)
+{
+    *out = NULL;
+    if (gamma < 1 || gamma > SL_SPEC_GAMMA_MAX) return sl_fail(SL_EINPUT, "--gamma: %zu, expected 1..%d", gamma, SL_SPEC_GAMMA_MAX);
+    if (src->V < 1 || src->V > (size_t)INT32_MAX || src->n_rows < 1)
+        return sl_fail(SL_EINPUT, "source: V = %zu, %zu rows", src->V, src->n_rows);
+    if (src->layout == SL_MC_POSITIONAL && src->n_rows < gamma + 1)
+        return sl_fail(SL_EINPUT, "--gamma: %zu needs %zu positional rows, the source has %zu", gamma, gamma + 1, src->n_rows);
+    int rc = sl_spec_config_validate(cfg);
+    if (rc) return rc;
+    sl_mc_plan *pl = sl_calloc(1, sizeof *pl);
+    if (!pl) return SL_EFAIL;
+    size_t V = src->V;
+    pl->V = V;
+    pl->gamma = gamma;
+    pl->layout = src->layout;
+    pl->cfg = *cfg;
+    pl->n_src = src->layout == SL_MC_IID ? 1 : src->layout == SL_MC_POSITIONAL ? gamma + 1 : src->n_rows;
+    pl->n_win = src->layout == SL_MC_SLIDING ? pl->n_src + gamma : gamma + 1;
+    /* The sampler uses a table only where it draws from exactly that pmf (the wrong variants that
+     * draw differently ignore them); the exception is the in-place variant, which edits p and then
+     * takes the residual of the edited p, so a precomputed table would hide its bug. lenient-t0
+     * works on argmaxes and never samples. */
+    pl->use_accel = cfg->rule != SL_BUG_P_INPLACE && cfg->rule != SL_RULE_LENIENT_T0;
+    pl->p = sl_malloc(pl->n_src * V * sizeof *pl->p);
+    pl->q = sl_malloc(pl->n_src * V * sizeof *pl->q);
+    pl->wp = sl_malloc(pl->n_win * V * sizeof *pl->wp);
+    pl->wq = sl_malloc(pl->n_win * V * sizeof *pl->wq);
+    pl->qa = sl_calloc(pl->n_src, sizeof *pl->qa);
+    pl->pa = sl_calloc(pl->n_src, sizeof *pl->pa);
+    pl->ra = sl_calloc(pl->n_src, sizeof *pl->ra);
+    pl->accel = sl_calloc(pl->n_win, sizeof *pl->accel);
+    pl->row_accept = sl_calloc(pl->n_src, sizeof *pl->row_accept);
+    double *res = sl_malloc(V * sizeof *res);
+    if (!pl->p || !pl->q || !pl->wp || !pl->wq || !pl->qa || !pl->pa || !pl->ra || !pl->accel || !pl->row_accept || !res) {
+        rc = SL_EFAIL;
+        goto fail;
+    }
+    for (size_t i = 0; i < pl->n_src; i++) {
+        double *p = pl->p + i * V, *q = pl->q + i * V;
+        if ((rc = src->row(src->self, i, p, q))) goto fail;
+        char name[48];
+        snprintf(name, sizeof name, "p (row %zu)", i);
+        if ((rc = sl_dist_check(p, V, SL_DIST_SUM_TOL, name))) goto fail;
+        snprintf(name, sizeof name, "q (row %zu)", i);
+        if ((rc = sl_dist_check(q, V, SL_DIST_SUM_TOL, name))) goto fail;
+        pl->row_accept[i] = sl_mc_accept_prob(cfg, p, q, V);
+        if (pl->use_accel) {
+            pl->qa[i] = sl_alias_alloc(V);
+            pl->pa[i] = sl_alias_alloc(V);
+            pl->ra[i] = sl_alias_alloc(V);
+            if (!pl->qa[i] || !pl->pa[i] || !pl->ra[i]) {
+                rc = SL_EFAIL;
+                goto fail;
+            }
+            sl_alias_build(pl->qa[i], q);
+            sl_alias_build(pl->pa[i], p);
+            sl_dist_residual(p, q, V, res);
+            sl_alias_build(pl->ra[i], res);
+        }
+    }
+    for (size_t w = 0; w < pl->n_win; w++) {
+        /* Window row w holds the source row that a window starting at 0 (IID, positional) or at
+         * w - i (sliding) sees at position i; for sliding that is simply row w mod n_src. */
+        size_t r = pl->layout == SL_MC_SLIDING ? w % pl->n_src : src_row(pl, 0, w);
+        memcpy(pl->wp + w * V, pl->p + r * V, V * sizeof *pl->wp);
+        memcpy(pl->wq + w * V, pl->q + r * V, V * sizeof *pl->wq);
+        if (pl->use_accel) pl->accel[w] = (sl_spec_accel){pl->qa[r], pl->pa[r], pl->ra[r]};
+    }
+    free(res);
+    *out = pl;
+    return SL_OK;
+fail:
+    free(res);
+    sl_mc_plan_free(pl);
+    return rc;
+}
+
+/* ---- the loop ---- */
+
+/* sl_alias_sample_u, inlined: the same arithmetic, so the same token for the same u. */
+static inline size_t alias_u(const sl_alias *a, double u)
+{
+    double x = u * (double)a->V;
+    size_t col = (size_t)x;
+    if (col >= a->V) col = a->V - 1;
+    double frac = x - (double)col;
+    return frac < a->prob[col] ? col : a->alias[col];
+}
+
+/* One iteration of the exact or lenient rule, fused: the fast twin of sl_spec_draft followed by
+ * sl_spec_verify with accelerators. It consumes the draft, accept and resample streams exactly as
+ * they do (one draft uniform per drafted position, one accept uniform per tested position, one
+ * resample uniform for the residual or bonus token), except that it stops drafting at the first
+ * rejection: later draft uniforms would be thrown away, and each stream is reseeded per
+ * iteration, so nothing downstream changes. Returns the number of tokens emitted. */
+static size_t fused_iteration(const sl_mc_plan *pl, size_t s, sl_rand_rng *rr, int32_t *out)
+{
+    const size_t V = pl->V, gamma = pl->gamma;
+    const double scale = pl->cfg.rule == SL_RULE_LENIENT ? pl->cfg.lenience : 1.0;
+    for (size_t i = 0; i < gamma; i++) {
+        size_t r = src_row(pl, s, i);
+        const double *p = pl->p + r * V, *q = pl->q + r * V;
+        size_t x = alias_u(pl->qa[r], sl_rng_uniform53(rr->draft));
+        double thr = q[x] > 0 ? p[x] / (scale * q[x]) : (p[x] > 0 ? 1.0 : 0.0);
+        if (!(sl_rng_uniform53(rr->accept) < thr)) {
+            out[i] = (int32_t)alias_u(pl->ra[r], sl_rng_uniform53(rr->resample));
+            return i + 1;
+        }
+        out[i] = (int32_t)x;
+    }
+    out[gamma] = (int32_t)alias_u(pl->pa[src_row(pl, s, gamma)], sl_rng_uniform53(rr->resample));
+    return gamma + 1;
+}
+
+int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
+{
+    memset(res, 0, sizeof *res);
+    if (o->iterations < 1) return sl_fail(SL_EINPUT, "--iterations: %zu, expected >= 1", o->iterations);
+    if (o->threads < 0) return sl_fail(SL_EINPUT, "--threads: %d, expected >= 0", o->threads);
+    const size_t V = pl->V, gamma = pl->gamma, N = o->iterations;
+    const int need_pcopy = pl->cfg.rule == SL_BUG_P_INPLACE;
+    const int fused = !o->reference && pl->use_accel && (pl->cfg.rule == SL_RULE_EXACT || pl->cfg.rule == SL_RULE_LENIENT);
+    int nt = o->threads > 0 ? o->threads : omp_get_max_threads();
+    int status = SL_OK;
+    char errbuf[512] = "";
+    res->gamma = gamma;
+    res->iterations = N;
+    double t0 = sl_now_s();
+
+#pragma omp parallel num_threads(nt)
+    {
+        sl_rand_rng rr;
+        int rc = sl_rand_rng_init(&rr, o->seed, 0);
+        sl_spec_work *w = rc ? NULL : sl_spec_work_alloc(gamma, V);
+        double *pbuf = need_pcopy ? malloc((gamma + 1) * V * sizeof *pbuf) : NULL; /* (gamma+1, V) */
+        uint64_t hist[SL_SPEC_GAMMA_MAX + 2] = {0}, reached[SL_SPEC_GAMMA_MAX] = {0},
+                 accepted[SL_SPEC_GAMMA_MAX] = {0}, tok = 0, tok2 = 0;
+        int32_t drafts[SL_SPEC_GAMMA_MAX];
+        int ok = !rc && w && (!need_pcopy || pbuf);
+        if (!ok && !rc) rc = sl_fail(SL_EFAIL, "out of memory allocating Monte Carlo workspace");
+#pragma omp for schedule(static)
+        for (size_t t = 0; t < N; t++) {
+            if (!ok) continue;
+            size_t s = window_start(pl, t);
+            sl_spec_outcome out;
+            if (fused) {
+                /* The three streams these rules use, seeded exactly as sl_rand_rng_reseed would. */
+                sl_rng_reseed(rr.draft, o->seed, SL_STREAM_DRAFT, t);
+                sl_rng_reseed(rr.accept, o->seed, SL_STREAM_ACCEPT, t);
+                sl_rng_reseed(rr.resample, o->seed, SL_STREAM_RESAMPLE, t);
+                out.n_emitted = fused_iteration(pl, s, &rr, out.tokens);
+                out.n_accepted = out.n_emitted - 1;
+                goto count;
+            }
+            sl_rand_rng_reseed(&rr, o->seed, t);
+            const double *qw = pl->wq + s * V;
+            double *pw = pl->wp + s * V;
+            const sl_spec_accel *acc = pl->use_accel ? pl->accel + s : NULL;
+            for (size_t i = 0; i < gamma; i++)
+                drafts[i] = (int32_t)sl_spec_draft(&pl->cfg, qw + i * V, acc ? acc + i : NULL, V, &rr.base, w);
+            if (need_pcopy) {
+                /* This variant edits p in place: give it a private copy of the shared rows. */
+                memcpy(pbuf, pw, (gamma + 1) * V * sizeof *pbuf);
+                pw = pbuf;
+            }
+            rc = sl_spec_verify(&pl->cfg, gamma, V, qw, pw, drafts, acc, &rr.base, w, &out);
+            if (rc) {
+                ok = 0;
+                continue;
+            }
+        count:;
+            size_t k = out.n_emitted;
+            hist[k]++;
+            tok += k;
+            tok2 += (uint64_t)k * k;
+            for (size_t i = 0; i < gamma && i <= out.n_accepted; i++) {
+                reached[i]++;
+                accepted[i] += i < out.n_accepted;
+            }
+            if (o->tokens) {
+                int32_t *dst = o->tokens + t * (gamma + 1);
+                for (size_t i = 0; i <= gamma; i++) dst[i] = i < k ? out.tokens[i] : -1;
+            }
+            if (o->n_emitted) o->n_emitted[t] = (uint8_t)k;
+        }
+#pragma omp critical(sl_mc_reduce)
+        {
+            /* Integer sums: the order threads arrive in does not change a bit. */
+            for (size_t k = 0; k < gamma + 2; k++) res->hist[k] += hist[k];
+            for (size_t i = 0; i < gamma; i++) {
+                res->reached_at[i] += reached[i];
+                res->accepted_at[i] += accepted[i];
+            }
+            res->tokens += tok;
+            res->tokens_sq += tok2;
+            if (rc && status == SL_OK) {
+                status = rc;
+                snprintf(errbuf, sizeof errbuf, "%s", sl_errmsg());
+            }
+        }
+        free(pbuf);
+        sl_spec_work_free(w);
+        if (rr.draft) sl_rand_rng_free(&rr);
+    }
+    res->elapsed_s = sl_now_s() - t0;
+    res->draft_calls = (uint64_t)N * gamma;
+    res->target_calls = N;
+    if (status) return sl_fail(status, "%s", errbuf[0] ? errbuf : "Monte Carlo iteration failed");
+    return SL_OK;
+}
+
+/* ---- predictions ---- */
+
+double sl_mc_accept_prob(const sl_spec_config *cfg, const double *p, const double *q, size_t V)
+{
+    double s = 0;
+    switch (cfg->rule) {
+    case SL_RULE_LENIENT:
+        for (size_t x = 0; x < V; x++) s += fmin(q[x], p[x] / cfg->lenience);
+        return fmin(1.0, s);
+    case SL_RULE_SAMPLER_MATCH:
+        for (size_t x = 0; x < V; x++) s += p[x] * q[x];
+        return s;
+    case SL_RULE_LENIENT_T0: {
+        size_t xq = sl_dist_argmax(q, V), xp = sl_dist_argmax(p, V);
+        return p[xq] >= cfg->lenience * p[xp] ? 1.0 : 0.0;
+    }
+    default:
+        return sl_dist_beta(p, q, V);
+    }
+}
+
+/* Thin wrappers over sim/sl_theory.h with this module's indexing (pmf[0] = P(N = 0) = 0). The
+ * arguments are valid by construction here (gamma <= 64, acceptance probabilities in [0, 1]). */
+void sl_mc_pmf_iid(double alpha, size_t gamma, double *pmf)
+{
+    pmf[0] = 0;
+    sl_theory_pmf(fmin(1.0, fmax(0.0, alpha)), (int)gamma, pmf + 1);
+}
+
+void sl_mc_pmf_positional(const double *beta, size_t gamma, double *pmf)
+{
+    double b[SL_SPEC_GAMMA_MAX];
+    for (size_t i = 0; i < gamma; i++) b[i] = fmin(1.0, fmax(0.0, beta[i]));
+    pmf[0] = 0;
+    sl_theory_beta_pmf(b, (int)gamma, pmf + 1);
+}
+
+int sl_mc_predict(const sl_mc_plan *pl, size_t iterations, sl_mc_prediction *pred)
+{
+    memset(pred, 0, sizeof *pred);
+    size_t gamma = pl->gamma;
+    size_t n_windows = pl->layout == SL_MC_SLIDING ? pl->n_src : 1;
+    double reach[SL_SPEC_GAMMA_MAX] = {0}, acc[SL_SPEC_GAMMA_MAX] = {0}, b[SL_SPEC_GAMMA_MAX],
+           pmf[SL_SPEC_GAMMA_MAX + 2], alpha_sum = 0;
+    for (size_t s = 0; s < n_windows; s++) {
+        /* Iterations t = 0..N-1 start at t mod n_windows. */
+        double wgt = (double)(iterations / n_windows) + (s < iterations % n_windows ? 1 : 0);
+        if (n_windows == 1) wgt = (double)iterations;
+        if (wgt == 0) continue;
+        double r = 1, bs = 0;
+        for (size_t i = 0; i < gamma; i++) {
+            b[i] = pl->row_accept[src_row(pl, s, i)];
+            reach[i] += wgt * r;
+            acc[i] += wgt * r * b[i];
+            r *= b[i];
+            bs += b[i];
+        }
+        alpha_sum += wgt * bs / (double)gamma;
+        sl_mc_pmf_positional(b, gamma, pmf);
+        for (size_t k = 0; k <= gamma + 1; k++) pred->pmf[k] += wgt * pmf[k];
+    }
+    double N = (double)iterations, tr = 0, ta = 0;
+    for (size_t k = 0; k <= gamma + 1; k++) pred->pmf[k] /= N;
+    for (size_t i = 0; i < gamma; i++) {
+        pred->beta[i] = reach[i] > 0 ? acc[i] / reach[i] : 0;
+        tr += reach[i];
+        ta += acc[i];
+    }
+    pred->acceptance = ta / tr;
+    pred->alpha = alpha_sum / N;
+    sl_mc_pmf_iid(pred->alpha, gamma, pred->pmf_iid);
+    for (size_t k = 1; k <= gamma + 1; k++) {
+        pred->expected_tokens += (double)k * pred->pmf[k];
+        pred->expected_tokens_iid += (double)k * pred->pmf_iid[k];
+    }
+    return SL_OK;
+}
+
+/* ---- report ---- */
+
+double sl_mc_v(const sl_mc_costs *k, size_t n)
+{
+    if (n <= 1) return 1;
+    if (k->v_const > 0) return k->v_const;
+    return 1 + k->v_slope * (double)(n - 1);
+}
+
+static void summary_row(sl_table *t, const char *q, double m, double lo, double hi, double th, double th_iid)
+{
+    sl_table_add_row(t);
+    sl_table_set_string(t, 0, q);
+    sl_table_set_double(t, 1, m);
+    sl_table_set_double(t, 2, lo);
+    sl_table_set_double(t, 3, hi);
+    sl_table_set_double(t, 4, th);
+    sl_table_set_double(t, 5, th_iid);
+}
+
+int sl_mc_report(const sl_mc_plan *pl, const sl_mc_result *res, const sl_mc_prediction *pred,
+                 const sl_mc_costs *costs, double a, sl_table **tables, size_t *n_tables)
+{
+    *n_tables = 0;
+    size_t gamma = pl->gamma;
+    double N = (double)res->iterations;
+    uint64_t tot_reached = 0, tot_acc = 0;
+    for (size_t i = 0; i < gamma; i++) {
+        tot_reached += res->reached_at[i];
+        tot_acc += res->accepted_at[i];
+    }
+    sl_table *sum = sl_table_alloc("summary"), *pos = sl_table_alloc("acceptance_by_position"),
+             *hist = sl_table_alloc("tokens_per_iteration"), *fit = sl_table_alloc("goodness_of_fit");
+    if (!sum || !pos || !hist || !fit) {
+        sl_table_free(sum);
+        sl_table_free(pos);
+        sl_table_free(hist);
+        sl_table_free(fit);
+        return SL_EFAIL;
+    }
+    const char *cols[] = {"measured", "ci_lo", "ci_hi", "theory", "theory_iid"};
+    sl_table_add_col(sum, "quantity", SL_COL_STRING, NULL);
+    for (int c = 0; c < 5; c++) sl_table_add_col(sum, cols[c], SL_COL_DOUBLE, "%.6f");
+
+    double lo, hi;
+    if (tot_reached > 0) sl_stats_wilson(tot_acc, tot_reached, a, &lo, &hi);
+    else lo = hi = NAN;
+    summary_row(sum, "acceptance", tot_reached ? (double)tot_acc / (double)tot_reached : NAN, lo, hi,
+                pred->acceptance, pred->alpha);
+    double mean = (double)res->tokens / N;
+    double var = res->iterations > 1 ? ((double)res->tokens_sq - N * mean * mean) / (N - 1) : 0;
+    double mlo, mhi;
+    sl_stats_mean_ci(mean, sqrt(fmax(var, 0)), res->iterations, a, &mlo, &mhi);
+    summary_row(sum, "tokens_per_iteration", mean, mlo, mhi, pred->expected_tokens, pred->expected_tokens_iid);
+    /* Simulated time in target-step units: gamma draft steps at c each plus one verification of
+     * gamma+1 tokens at v(gamma+1), against one target step per token for plain decoding. */
+    double denom = (double)gamma * costs->c + sl_mc_v(costs, gamma + 1);
+    sl_theory_vcost vc;
+    if (costs->v_const > 0) sl_theory_vcost_const(&vc, costs->v_const);
+    else sl_theory_vcost_linear(&vc, costs->v_slope);
+    double wf_iid = NAN, ops_iid = NAN;
+    sl_theory_walltime_factor_v(fmin(1.0, fmax(0.0, pred->alpha)), (int)gamma, costs->c, &vc, &wf_iid);
+    sl_theory_ops_factor(fmin(1.0, fmax(0.0, pred->alpha)), (int)gamma, costs->c_hat, &ops_iid);
+    sl_theory_vcost_free(&vc);
+    summary_row(sum, "walltime_factor", mean / denom, mlo / denom, mhi / denom, pred->expected_tokens / denom, wf_iid);
+    /* Operations per emitted token relative to plain decoding: (gamma c_hat + gamma + 1) / E[N]. */
+    double ops = (double)gamma * costs->c_hat + (double)gamma + 1;
+    summary_row(sum, "ops_factor", ops / mean, ops / mhi, mlo > 0 ? ops / mlo : NAN, ops / pred->expected_tokens, ops_iid);
+    summary_row(sum, "iterations", N, NAN, NAN, NAN, NAN);
+    summary_row(sum, "draft_calls", (double)res->draft_calls, NAN, NAN, N * (double)gamma, NAN);
+    summary_row(sum, "target_calls", (double)res->target_calls, NAN, NAN, N, NAN);
+    summary_row(sum, "tokens", (double)res->tokens, NAN, NAN, N * pred->expected_tokens, N * pred->expected_tokens_iid);
+
+    sl_table_add_col(pos, "position", SL_COL_INT, NULL);
+    sl_table_add_col(pos, "reached", SL_COL_INT, NULL);
+    sl_table_add_col(pos, "accepted", SL_COL_INT, NULL);
+    sl_table_add_col(pos, "acceptance", SL_COL_DOUBLE, "%.6f");
+    sl_table_add_col(pos, "ci_lo", SL_COL_DOUBLE, "%.6f");
+    sl_table_add_col(pos, "ci_hi", SL_COL_DOUBLE, "%.6f");
+    sl_table_add_col(pos, "theory", SL_COL_DOUBLE, "%.6f");
+    for (size_t i = 0; i < gamma; i++) {
+        sl_table_add_row(pos);
+        sl_table_set_int(pos, 0, (int64_t)i + 1);
+        sl_table_set_int(pos, 1, (int64_t)res->reached_at[i]);
+        sl_table_set_int(pos, 2, (int64_t)res->accepted_at[i]);
+        if (res->reached_at[i] > 0) {
+            sl_stats_wilson(res->accepted_at[i], res->reached_at[i], a, &lo, &hi);
+            sl_table_set_double(pos, 3, (double)res->accepted_at[i] / (double)res->reached_at[i]);
+            sl_table_set_double(pos, 4, lo);
+            sl_table_set_double(pos, 5, hi);
+        }
+        sl_table_set_double(pos, 6, pred->beta[i]);
+    }
+
+    sl_table_add_col(hist, "tokens", SL_COL_INT, NULL);
+    sl_table_add_col(hist, "count", SL_COL_INT, NULL);
+    sl_table_add_col(hist, "frequency", SL_COL_DOUBLE, "%.6f");
+    sl_table_add_col(hist, "pmf", SL_COL_DOUBLE, "%.6f");
+    sl_table_add_col(hist, "pmf_iid", SL_COL_DOUBLE, "%.6f");
+    uint64_t counts[SL_SPEC_GAMMA_MAX + 1];
+    for (size_t k = 1; k <= gamma + 1; k++) {
+        counts[k - 1] = res->hist[k];
+        sl_table_add_row(hist);
+        sl_table_set_int(hist, 0, (int64_t)k);
+        sl_table_set_int(hist, 1, (int64_t)res->hist[k]);
+        sl_table_set_double(hist, 2, (double)res->hist[k] / N);
+        sl_table_set_double(hist, 3, pred->pmf[k]);
+        sl_table_set_double(hist, 4, pred->pmf_iid[k]);
+    }
+
+    sl_table_add_col(fit, "test", SL_COL_STRING, NULL);
+    sl_table_add_col(fit, "against", SL_COL_STRING, NULL);
+    sl_table_add_col(fit, "statistic", SL_COL_DOUBLE, "%.4f");
+    sl_table_add_col(fit, "df", SL_COL_INT, NULL);
+    sl_table_add_col(fit, "p_value", SL_COL_DOUBLE, "%.4g");
+    const double *against[2] = {pred->pmf + 1, pred->pmf_iid + 1};
+    const char *names[2] = {"pmf", "pmf_iid"};
+    for (int w = 0; w < 2; w++)
+        for (int kind = 0; kind < 2; kind++) {
+            sl_gof g;
+            int rc = sl_stats_gof(counts, against[w], gamma + 1, (sl_gof_kind)kind, &g);
+            if (rc) continue;
+            sl_table_add_row(fit);
+            sl_table_set_string(fit, 0, kind == SL_GOF_PEARSON ? "pearson" : "g");
+            sl_table_set_string(fit, 1, names[w]);
+            sl_table_set_double(fit, 2, g.stat);
+            sl_table_set_int(fit, 3, (int64_t)g.df);
+            sl_table_set_double(fit, 4, g.p_value);
+        }
+    tables[0] = sum;
+    tables[1] = pos;
+    tables[2] = hist;
+    tables[3] = fit;
+    *n_tables = 4;
+    return SL_OK;
+}

@@ -1,0 +1,222 @@
+/* test_mc.c: sim/sl_mc: families, predictions against closed forms, the Monte Carlo loop against
+ * theory, and thread-count invariance. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sl_common.h"
+#include "sl_mc.h"
+#include "sl_stats.h"
+
+static sl_mc_plan *family_plan(sl_mc_family f, size_t V, size_t gamma, double noise, sl_rule rule)
+{
+    sl_mc_family_params fp = SL_MC_FAMILY_DEFAULT;
+    fp.family = f;
+    fp.V = V;
+    fp.gamma = gamma;
+    fp.noise = noise;
+    sl_mc_rows *rows;
+    cr_assert_eq(sl_mc_family_rows(&fp, &rows), SL_OK, "%s", sl_errmsg());
+    sl_mc_source src = sl_mc_rows_source(rows);
+    sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
+    cfg.rule = rule;
+    sl_mc_plan *plan;
+    cr_assert_eq(sl_mc_plan_alloc(&src, gamma, &cfg, &plan), SL_OK, "%s", sl_errmsg());
+    sl_mc_rows_free(rows);
+    return plan;
+}
+
+/* Families: valid pmfs (checked by the plan), alpha = 1 for identical, 0 for disjoint, and the
+ * noisy family's alpha falls as the noise grows. */
+Test(mc, family_alphas)
+{
+    sl_mc_prediction pr;
+    sl_mc_plan *p = family_plan(SL_FAMILY_IDENTICAL, 100, 3, 0, SL_RULE_EXACT);
+    sl_mc_predict(p, 10, &pr);
+    cr_assert(fabs(pr.alpha - 1) < 1e-12);
+    sl_mc_plan_free(p);
+    p = family_plan(SL_FAMILY_DISJOINT, 101, 3, 0, SL_RULE_EXACT);
+    sl_mc_predict(p, 10, &pr);
+    cr_assert_eq(pr.alpha, 0);
+    sl_mc_plan_free(p);
+    double last = 1.0;
+    for (double e = 0.25; e <= 2.0; e *= 2) {
+        p = family_plan(SL_FAMILY_NOISY, 1000, 3, e, SL_RULE_EXACT);
+        sl_mc_predict(p, 10, &pr);
+        cr_assert(pr.alpha < last, "noise %g: alpha %g", e, pr.alpha);
+        last = pr.alpha;
+        sl_mc_plan_free(p);
+    }
+}
+
+/* The local pmfs against Equation 1's closed forms (mean (1 - a^(g+1)) / (1 - a)), and the
+ * positional form with equal betas against the i.i.d. one; both to 1e-12. */
+Test(mc, pmfs_match_closed_forms)
+{
+    double pmf[SL_SPEC_GAMMA_MAX + 2], pmf2[SL_SPEC_GAMMA_MAX + 2], beta[SL_SPEC_GAMMA_MAX];
+    for (size_t g = 1; g <= 8; g++)
+        for (double a = 0.05; a < 1; a += 0.1) {
+            sl_mc_pmf_iid(a, g, pmf);
+            double s = 0, m = 0;
+            for (size_t k = 1; k <= g + 1; k++) {
+                s += pmf[k];
+                m += (double)k * pmf[k];
+            }
+            cr_assert(fabs(s - 1) < 1e-12);
+            cr_assert(fabs(m - (1 - pow(a, (double)g + 1)) / (1 - a)) < 1e-12);
+            for (size_t i = 0; i < g; i++) beta[i] = a;
+            sl_mc_pmf_positional(beta, g, pmf2);
+            for (size_t k = 0; k <= g + 1; k++) cr_assert(fabs(pmf[k] - pmf2[k]) < 1e-12);
+        }
+}
+
+/* Simulation against theory for the i.i.d. families and the positional one: fixed seed, so the
+ * assertions are deterministic; each would fail for a correct sampler with probability ~1e-4
+ * (mean within 4 standard errors, goodness-of-fit p > 1e-4). */
+Test(mc, simulation_matches_theory)
+{
+    const sl_mc_family fams[] = {SL_FAMILY_NOISY, SL_FAMILY_DIRICHLET, SL_FAMILY_ZIPF, SL_FAMILY_POSITIONAL};
+    for (size_t f = 0; f < 4; f++) {
+        sl_mc_plan *p = family_plan(fams[f], 300, 4, 0.4, SL_RULE_EXACT);
+        sl_mc_opts o = {50000, 3, 0, NULL, NULL, 0};
+        sl_mc_result r;
+        cr_assert_eq(sl_mc_run(p, &o, &r), SL_OK);
+        sl_mc_prediction pr;
+        sl_mc_predict(p, o.iterations, &pr);
+        double mean = (double)r.tokens / 50000.0, var = 0;
+        for (size_t k = 1; k <= 5; k++) var += pr.pmf[k] * ((double)k - pr.expected_tokens) * ((double)k - pr.expected_tokens);
+        cr_assert(fabs(mean - pr.expected_tokens) < 4 * sqrt(var / 50000.0), "family %zu: %g vs %g", f, mean,
+                  pr.expected_tokens);
+        sl_gof g;
+        cr_assert_eq(sl_stats_gof(r.hist + 1, pr.pmf + 1, 5, SL_GOF_PEARSON, &g), SL_OK);
+        cr_assert(g.p_value > 1e-4, "family %zu: p = %g", f, g.p_value);
+        if (fams[f] == SL_FAMILY_POSITIONAL) {
+            /* ... and the i.i.d. formula is rejected there, which is the point of the family. */
+            cr_assert_eq(sl_stats_gof(r.hist + 1, pr.pmf_iid + 1, 5, SL_GOF_PEARSON, &g), SL_OK);
+            cr_assert(g.p_value < 1e-10, "positional vs iid: p = %g", g.p_value);
+        }
+        cr_assert_eq(r.draft_calls, 4 * 50000);
+        cr_assert_eq(r.target_calls, 50000);
+        sl_mc_plan_free(p);
+    }
+}
+
+/* Same seed, 1 and 2 threads: identical results and identical token streams, byte for byte. */
+Test(mc, thread_count_does_not_change_results)
+{
+    sl_mc_plan *p = family_plan(SL_FAMILY_NOISY, 500, 3, 0.6, SL_RULE_EXACT);
+    const size_t N = 20001;
+    int32_t *t1 = calloc(N * 4, sizeof *t1), *t2 = calloc(N * 4, sizeof *t2);
+    uint8_t *n1 = calloc(N, 1), *n2 = calloc(N, 1);
+    sl_mc_opts o1 = {N, 9, 1, t1, n1, 0}, o2 = {N, 9, 2, t2, n2, 0};
+    sl_mc_result r1, r2;
+    cr_assert_eq(sl_mc_run(p, &o1, &r1), SL_OK);
+    cr_assert_eq(sl_mc_run(p, &o2, &r2), SL_OK);
+    r1.elapsed_s = r2.elapsed_s = 0;
+    cr_assert_eq(memcmp(&r1, &r2, sizeof r1), 0);
+    cr_assert_eq(memcmp(t1, t2, N * 4 * sizeof *t1), 0);
+    cr_assert_eq(memcmp(n1, n2, N), 0);
+    free(t1);
+    free(t2);
+    free(n1);
+    free(n2);
+    sl_mc_plan_free(p);
+}
+
+/* The fused loop of the exact and lenient rules is the fast twin of sl_spec_draft + sl_spec_verify:
+ * byte-identical tokens for the same seed on i.i.d., positional and sliding layouts. */
+Test(mc, fused_loop_equals_reference_sampler)
+{
+    const sl_rule rules[] = {SL_RULE_EXACT, SL_RULE_LENIENT};
+    const sl_mc_family fams[] = {SL_FAMILY_NOISY, SL_FAMILY_POSITIONAL, SL_FAMILY_DISJOINT, SL_FAMILY_IDENTICAL};
+    const size_t N = 20000, gamma = 3;
+    int32_t *t1 = calloc(N * (gamma + 1), sizeof *t1), *t2 = calloc(N * (gamma + 1), sizeof *t2);
+    uint8_t *n1 = calloc(N, 1), *n2 = calloc(N, 1);
+    for (int r = 0; r < 2; r++)
+        for (int f = 0; f < 4; f++) {
+            sl_mc_family_params fp = SL_MC_FAMILY_DEFAULT;
+            fp.family = fams[f];
+            fp.V = 300;
+            fp.gamma = gamma;
+            sl_mc_rows *rows;
+            cr_assert_eq(sl_mc_family_rows(&fp, &rows), SL_OK);
+            sl_mc_source src = sl_mc_rows_source(rows);
+            if (f == 2) src.layout = SL_MC_SLIDING; /* one row replayed as a log: still the same pair */
+            sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
+            cfg.rule = rules[r];
+            cfg.lenience = r ? 0.7 : 1.0;
+            sl_mc_plan *p;
+            cr_assert_eq(sl_mc_plan_alloc(&src, gamma, &cfg, &p), SL_OK);
+            sl_mc_opts fast = {N, 17, 1, t1, n1, 0}, ref = {N, 17, 1, t2, n2, 1};
+            sl_mc_result a, b;
+            cr_assert_eq(sl_mc_run(p, &fast, &a), SL_OK);
+            cr_assert_eq(sl_mc_run(p, &ref, &b), SL_OK);
+            cr_assert_eq(memcmp(t1, t2, N * (gamma + 1) * sizeof *t1), 0, "rule %d family %d", r, f);
+            cr_assert_eq(memcmp(n1, n2, N), 0);
+            cr_assert_eq(a.tokens, b.tokens);
+            sl_mc_plan_free(p);
+            sl_mc_rows_free(rows);
+        }
+    free(t1);
+    free(t2);
+    free(n1);
+    free(n2);
+}
+
+/* A sliding source (logged rows replayed from every prefix): the window-averaged prediction
+ * matches the simulated histogram (p > 1e-4, fixed seed). */
+Test(mc, sliding_source_matches_window_average)
+{
+    const size_t V = 4, R = 5;
+    sl_mc_rows *rows = sl_mc_rows_alloc(V, R, SL_MC_SLIDING);
+    for (size_t i = 0; i < R; i++) {
+        double *p = rows->p + i * V, *q = rows->q + i * V;
+        double w = 0.15 * (double)i; /* beta = 1 - w */
+        for (size_t x = 0; x < V; x++) p[x] = 0.25;
+        q[0] = 0.25 + w; q[1] = 0.25 - w / 3; q[2] = 0.25 - w / 3; q[3] = 0.25 - w / 3;
+    }
+    sl_mc_source src = sl_mc_rows_source(rows);
+    sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
+    sl_mc_plan *p;
+    cr_assert_eq(sl_mc_plan_alloc(&src, 3, &cfg, &p), SL_OK, "%s", sl_errmsg());
+    sl_mc_opts o = {40003, 5, 0, NULL, NULL, 0};
+    sl_mc_result r;
+    cr_assert_eq(sl_mc_run(p, &o, &r), SL_OK);
+    sl_mc_prediction pr;
+    sl_mc_predict(p, o.iterations, &pr);
+    sl_gof g;
+    cr_assert_eq(sl_stats_gof(r.hist + 1, pr.pmf + 1, 4, SL_GOF_PEARSON, &g), SL_OK);
+    cr_assert(g.p_value > 1e-4, "p = %g", g.p_value);
+    cr_assert(fabs(pr.alpha - (1 - 0.15 * 2)) < 1e-12); /* mean beta over the 5 rows */
+    sl_mc_plan_free(p);
+    sl_mc_rows_free(rows);
+}
+
+/* Bad input: one-line SL_EINPUT, nothing allocated. */
+Test(mc, bad_input)
+{
+    sl_mc_family_params fp = SL_MC_FAMILY_DEFAULT;
+    sl_mc_rows *rows;
+    fp.V = 1;
+    cr_assert_eq(sl_mc_family_rows(&fp, &rows), SL_EINPUT);
+    cr_assert(strstr(sl_errmsg(), "--vocab") != NULL);
+    fp = SL_MC_FAMILY_DEFAULT;
+    fp.noise = -1;
+    cr_assert_eq(sl_mc_family_rows(&fp, &rows), SL_EINPUT);
+    fp = SL_MC_FAMILY_DEFAULT;
+    fp.concentration = 0;
+    cr_assert_eq(sl_mc_family_rows(&fp, &rows), SL_EINPUT);
+    /* A source row that is not a pmf. */
+    rows = sl_mc_rows_alloc(3, 1, SL_MC_IID);
+    rows->p[0] = 0.5; rows->p[1] = 0.6; rows->p[2] = 0;
+    rows->q[0] = 1;
+    sl_mc_source src = sl_mc_rows_source(rows);
+    sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
+    sl_mc_plan *p;
+    cr_assert_eq(sl_mc_plan_alloc(&src, 2, &cfg, &p), SL_EINPUT);
+    cr_assert_eq(sl_mc_plan_alloc(&src, 0, &cfg, &p), SL_EINPUT);
+    sl_mc_family sf;
+    cr_assert_eq(sl_mc_family_parse("gaussian", &sf), SL_EINPUT);
+    sl_mc_rows_free(rows);
+}
