@@ -169,7 +169,7 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
             work += mm[i].out * in;                                                                             \
         }                                                                                                       \
         const long units = (long)first[count];                                                                 \
-        const int par = work >= (1u << 15); /* small matrices: not worth waking the team */                    \
+        const int par = work >= (1u << 20); /* below ~0.2 ms: not worth waking threads */                    \
         if (omp_in_parallel()) {                                                                                \
             _Pragma("omp for schedule(static)")                                                                 \
             for (long u = 0; u < units; u++) unit(mm, first, x, n, in, u, DT);                                  \

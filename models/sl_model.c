@@ -337,7 +337,13 @@ int sl_model_ctx_alloc(const sl_model *m, size_t max_len, sl_model_ctx **out)
     const size_t B = SL_KERN_NMAX, d = g->d_model, qd = g->n_head * m->head_dim;
     c->m = m;
     c->max_len = max_len;
-    c->team = 1;
+    /* A team costs a barrier per step (~100 per token); that pays only when a token reads enough
+     * weights. Small models run each kernel on its own (serial unless the matrix is large): on a
+     * busy machine a barrier can wait a whole scheduler slice for a preempted thread. */
+    size_t matrix_bytes = 0;
+    for (size_t i = 0; i < m->st->n_tensors; i++)
+        if (m->st->tensors[i].ndim == 2) matrix_bytes += m->st->tensors[i].nbytes;
+    c->team = matrix_bytes >= ((size_t)16 << 20);
     c->k_cache = sl_calloc(g->n_layer * max_len * m->kv_dim, sizeof(float));
     c->v_cache = sl_calloc(g->n_layer * max_len * m->kv_dim, sizeof(float));
     c->x = sl_malloc(B * d * sizeof(float));
@@ -480,7 +486,7 @@ static void attention(sl_model_ctx *c, size_t l, size_t n, size_t pos)
 #pragma omp for schedule(static)
         for (long job = 0; job < jobs; job++) attention_job(c, K, V, job, pos, scale);
     } else {
-#pragma omp parallel for schedule(static) if (jobs * (long)(pos + n) * (long)hd > (1L << 15))
+#pragma omp parallel for schedule(static) if (jobs * (long)(pos + n) * (long)hd > (1L << 18))
         for (long job = 0; job < jobs; job++) attention_job(c, K, V, job, pos, scale);
     }
 }
@@ -507,7 +513,7 @@ static void activation(float *f1, const float *f2, size_t n, size_t ff, int gpt2
 #pragma omp for schedule(static)
         for (long u = 0; u < units; u++) activation_unit(f1, f2, ff, u, gpt2);
     } else {
-#pragma omp parallel for schedule(static) if (n * ff >= 4096)
+#pragma omp parallel for schedule(static) if (n * ff >= (1u << 16))
         for (long u = 0; u < units; u++) activation_unit(f1, f2, ff, u, gpt2);
     }
 }

@@ -81,8 +81,8 @@ typedef struct {
     const sl_model *m;
     size_t max_len;  /* tokens the cache holds */
     size_t len;      /* tokens in the cache now */
-    int team;        /* 1 (default): one OpenMP team per forward block; 0: a region per kernel call.
-                        Same results; switchable so that the benchmark can compare the two. */
+    int team;        /* 1: one OpenMP team per forward block; 0: a region per (large) kernel call.
+                        Default: 1 when the matrices take >= 16 MiB. Same results either way. */
     float *k_cache;  /* (n_layer, max_len, kv_dim) */
     float *v_cache;  /* (n_layer, max_len, kv_dim) */
     float *rope_cos, *rope_sin; /* (max_len, head_dim/2), llama */
