@@ -457,6 +457,39 @@ Test(engine, f16_storage_equals_f32_of_the_rounded_weights)
     }
 }
 
+Test(engine, bf16_model_from_init_equals_its_widened_f32)
+{
+    sl_model_config cfg;
+    cr_assert_eq(sl_model_config_parse("{\"vocab_size\":97,\"n_layer\":2,\"n_head\":4,\"n_kv_head\":1,"
+                                       "\"d_model\":32,\"d_ff\":40,\"max_seq_len\":24,\"tied_embeddings\":false}",
+                                       SL_ARCH_LLAMA, "test", &cfg),
+                 SL_OK, "%s", sl_errmsg());
+    const char *pb = tmp_path("bf16.safetensors"), *pw = tmp_path("bf16wide.safetensors");
+    cr_assert_eq(sl_model_init_write(pb, SL_ARCH_LLAMA, &cfg, 5, SL_DT_BF16, 0.3, NULL), SL_OK, "%s", sl_errmsg());
+    widen_to_f32(pb, pw);
+    sl_model *mb, *mw;
+    cr_assert_eq(sl_model_open(pb, &mb), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(sl_model_open(pw, &mw), SL_OK, "%s", sl_errmsg());
+    cr_assert_gt(mb->bytes_by_dtype[SL_DT_BF16], 0);
+    int32_t tokens[21];
+    for (int i = 0; i < 21; i++) tokens[i] = (int32_t)((i * 17 + 4) % 97);
+    sl_model_ctx *a, *b;
+    cr_assert_eq(sl_model_ctx_alloc(mb, 24, &a), SL_OK);
+    cr_assert_eq(sl_model_ctx_alloc(mw, 24, &b), SL_OK);
+    float *la = malloc(21 * 97 * 4), *lb = malloc(21 * 97 * 4);
+    cr_assert_eq(sl_model_forward(a, tokens, 21, la), SL_OK);
+    cr_assert_eq(sl_model_forward(b, tokens, 21, lb), SL_OK);
+    /* bf16 -> f32 is exact (a shift) and the arithmetic is the same: bit-identical logits. */
+    cr_assert_eq(max_abs_diff(la, lb, 21 * 97), 0.0);
+    free(la), free(lb);
+    sl_model_ctx_free(a);
+    sl_model_ctx_free(b);
+    sl_model_close(mb);
+    sl_model_close(mw);
+    unlink(pb);
+    unlink(pw);
+}
+
 Test(engine, model_bad_input_is_einput)
 {
     sl_model *m;

@@ -181,7 +181,7 @@ static int bench_model(const char *path, const char *label, double bw)
            path, (double)m->n_params / 1e6, (double)wb / 1e6, CTX, PREFILL);
     printf("single-token decode: %.2f ms/token, %.2f GB/s of weights = %.1f%% of STREAM read bandwidth (target >= 85%%)\n",
            t[1] * 1e3, (double)wb / t[1] / 1e9, 100.0 * (double)wb / t[1] / bw);
-    printf("  (one OpenMP team per forward pass; with a parallel region per kernel call instead: %.2f ms/token, %.1f%%)\n",
+    printf("  (one OpenMP team per forward pass; with a parallel region per kernel call of >= 2^20 multiply-adds instead: %.2f ms/token, %.1f%%)\n",
            t1_regions * 1e3, 100.0 * (double)wb / t1_regions / bw);
 
     int f32 = m->bytes_by_dtype[SL_DT_F32] > m->bytes_by_dtype[SL_DT_F16];
