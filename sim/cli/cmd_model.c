@@ -9,6 +9,7 @@
 
 #include "sl_cli.h"
 #include "sl_model.h"
+#include "sl_tok.h"
 
 static void usage(FILE *f)
 {
@@ -164,6 +165,21 @@ static int model_init(int argc, char **argv)
     if ((rc = sl_model_config_parse(config, arch, "--config", &cfg))) return rc;
     char *tok = NULL;
     if (tok_path && (rc = read_text_file("--tokenizer-json", tok_path, &tok))) return rc;
+    if (tok) {
+        /* The tokenizer must parse and fit the model's vocabulary (a model may pad it, not cut it). */
+        sl_tok *t;
+        if ((rc = sl_tok_from_json(tok, &t))) {
+            free(tok);
+            return sl_fail(SL_EINPUT, "--tokenizer-json %s: %s", tok_path, sl_errmsg());
+        }
+        size_t tv = sl_tok_vocab_size(t);
+        sl_tok_free(t);
+        if (tv > cfg.vocab_size) {
+            free(tok);
+            return sl_fail(SL_EINPUT, "--tokenizer-json %s has %zu tokens, more than vocab_size %zu", tok_path, tv,
+                           cfg.vocab_size);
+        }
+    }
     rc = sl_model_init_write(out, arch, &cfg, seed, dt, init_std, tok);
     free(tok);
     return rc;
