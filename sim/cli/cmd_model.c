@@ -169,8 +169,10 @@ static int model_init(int argc, char **argv)
         /* The tokenizer must parse and fit the model's vocabulary (a model may pad it, not cut it). */
         sl_tok *t;
         if ((rc = sl_tok_from_json(tok, &t))) {
+            char why[256]; /* copied: sl_fail formats into the buffer sl_errmsg points to */
+            snprintf(why, sizeof why, "%s", sl_errmsg());
             free(tok);
-            return sl_fail(SL_EINPUT, "--tokenizer-json %s: %s", tok_path, sl_errmsg());
+            return sl_fail(SL_EINPUT, "--tokenizer-json %s: %s", tok_path, why);
         }
         size_t tv = sl_tok_vocab_size(t);
         sl_tok_free(t);
