@@ -96,7 +96,7 @@ static inline __attribute__((always_inline)) float hsum8(__m256 v)
  * accumulators (R*T <= 12) plus T inputs and one weight stay in the 16 ymm registers. */
 static inline __attribute__((always_inline)) void block(float *y, const float *x, const unsigned char *W,
                                                          sl_dtype dt, const float *bias, size_t in, size_t out,
-                                                         size_t o, size_t t0, int R, int T)
+                                                         size_t o, size_t t0, int R, int T, int add)
 {
     const size_t rb = in * sl_dtype_size(dt);
     const size_t k8 = in & ~(size_t)7;
@@ -125,19 +125,20 @@ static inline __attribute__((always_inline)) void block(float *y, const float *x
             const float *xt = x + (t0 + t) * in;
             for (size_t k = k8; k < in; k++) s += load1(row, k, dt) * xt[k];
             if (bias) s += bias[o + r];
-            y[(t0 + t) * out + o + r] = s;
+            if (add) y[(t0 + t) * out + o + r] += s;
+            else y[(t0 + t) * out + o + r] = s;
         }
 }
 
 /* All n tokens for rows [o, o+R). */
 static inline __attribute__((always_inline)) void rows(float *y, const float *x, const unsigned char *W,
                                                         sl_dtype dt, const float *bias, size_t n, size_t in,
-                                                        size_t out, size_t o, int R)
+                                                        size_t out, size_t o, int R, int add)
 {
     size_t t = 0;
-    for (; t + 3 <= n; t += 3) block(y, x, W, dt, bias, in, out, o, t, R, 3);
-    if (n - t == 2) block(y, x, W, dt, bias, in, out, o, t, R, 2);
-    else if (n - t == 1) block(y, x, W, dt, bias, in, out, o, t, R, 1);
+    for (; t + 3 <= n; t += 3) block(y, x, W, dt, bias, in, out, o, t, R, 3, add);
+    if (n - t == 2) block(y, x, W, dt, bias, in, out, o, t, R, 2, add);
+    else if (n - t == 1) block(y, x, W, dt, bias, in, out, o, t, R, 1, add);
 }
 
 /* Unit u: four rows (or the last few) of one matrix, all tokens. */
@@ -148,9 +149,9 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
     while ((size_t)u >= first[i + 1]) i++;
     const size_t o = ((size_t)u - first[i]) * 4, out = mm[i].out;
     const unsigned char *W = mm[i].w;
-    if (o + 4 <= out) rows(mm[i].y, x, W, dt, mm[i].bias, n, in, out, o, 4);
+    if (o + 4 <= out) rows(mm[i].y, x, W, dt, mm[i].bias, n, in, out, o, 4, mm[i].add);
     else
-        for (size_t r = o; r < out; r++) rows(mm[i].y, x, W, dt, mm[i].bias, n, in, out, r, 1);
+        for (size_t r = o; r < out; r++) rows(mm[i].y, x, W, dt, mm[i].bias, n, in, out, r, 1, mm[i].add);
 }
 
 /* One function per dtype, with the dtype a literal inside the OpenMP region, so that the weight
@@ -201,7 +202,7 @@ void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, si
 void sl_kern_matmul(float *y, const float *x, const void *W, sl_dtype dt, const float *bias, size_t n, size_t in,
                     size_t out)
 {
-    const sl_kern_mm mm = {y, W, dt, bias, out};
+    const sl_kern_mm mm = {y, W, dt, bias, out, 0};
     sl_kern_matmul_multi(&mm, 1, x, n, in);
 }
 

@@ -38,6 +38,8 @@ typedef struct {
     sl_dtype dt;
     const float *bias; /* (out) or NULL */
     size_t out;
+    int add;           /* 0: y = x W^T + b; 1: y += (x W^T + b), a residual connection in the epilogue
+                          (the same bits as computing the product and adding it afterwards) */
 } sl_kern_mm;
 void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in);
 

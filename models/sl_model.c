@@ -542,9 +542,9 @@ static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size
             const sl_model_layer *L = &m->layers[l];
 #pragma omp single
             norm(c->xn, c->x, L->attn_norm_w, L->attn_norm_b, n, d, g->norm_eps);
-            const sl_kern_mm qkv[3] = {{c->q, L->q.w, L->q.dt, L->bq, qd},
-                                       {kn, L->k.w, L->k.dt, L->bk, kvd},
-                                       {vn, L->v.w, L->v.dt, L->bv, kvd}};
+            const sl_kern_mm qkv[3] = {{c->q, L->q.w, L->q.dt, L->bq, qd, 0},
+                                       {kn, L->k.w, L->k.dt, L->bk, kvd, 0},
+                                       {vn, L->v.w, L->v.dt, L->bv, kvd, 0}};
             sl_kern_matmul_multi(qkv, 3, c->xn, n, d);
 #pragma omp single
             {
@@ -558,22 +558,19 @@ static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size
                 memcpy(Vl + pos * kvd, vn, n * kvd * sizeof(float));
             }
             attention(c, l, n, pos);
-            sl_kern_matmul(c->proj, c->att, L->o.w, L->o.dt, L->bo, n, qd, d);
+            const sl_kern_mm o_res = {c->x, L->o.w, L->o.dt, L->bo, d, 1}; /* x += attention projection */
+            sl_kern_matmul_multi(&o_res, 1, c->att, n, qd);
 #pragma omp single
-            {
-                for (size_t i = 0; i < n * d; i++) c->x[i] += c->proj[i];
-                norm(c->xn, c->x, L->mlp_norm_w, L->mlp_norm_b, n, d, g->norm_eps);
-            }
+            norm(c->xn, c->x, L->mlp_norm_w, L->mlp_norm_b, n, d, g->norm_eps);
             if (gpt2) {
                 sl_kern_matmul(f1, c->xn, L->up.w, L->up.dt, L->bup, n, d, ff);
             } else {
-                const sl_kern_mm gu[2] = {{f1, L->up.w, L->up.dt, NULL, ff}, {f2, L->gate.w, L->gate.dt, NULL, ff}};
+                const sl_kern_mm gu[2] = {{f1, L->up.w, L->up.dt, NULL, ff, 0}, {f2, L->gate.w, L->gate.dt, NULL, ff, 0}};
                 sl_kern_matmul_multi(gu, 2, c->xn, n, d);
             }
             activation(f1, f2, n, ff, gpt2);
-            sl_kern_matmul(c->proj, f1, L->down.w, L->down.dt, L->bdown, n, ff, d);
-#pragma omp single
-            for (size_t i = 0; i < n * d; i++) c->x[i] += c->proj[i];
+            const sl_kern_mm down_res = {c->x, L->down.w, L->down.dt, L->bdown, d, 1}; /* x += MLP output */
+            sl_kern_matmul_multi(&down_res, 1, f1, n, ff);
         }
         if (r0 < n) {
 #pragma omp single

@@ -129,6 +129,11 @@ Test(engine, kernel_is_bitwise_independent_of_threads_and_block_size)
         omp_set_num_threads(2);
         sl_kern_matmul(y2, x, w, (sl_dtype)dt, NULL, n, in, out);
         cr_assert(memcmp(y1, y2, n * out * 4) == 0, "thread count changed the result");
+        /* The residual epilogue (add = 1) gives the bits of computing the product, then adding. */
+        for (size_t i = 0; i < n * out; i++) y2[i] = (float)i * 0.001f;
+        const sl_kern_mm acc = {y2, w, (sl_dtype)dt, NULL, out, 1};
+        sl_kern_matmul_multi(&acc, 1, x, n, in);
+        for (size_t i = 0; i < n * out; i++) cr_assert_eq(y2[i], (float)i * 0.001f + y1[i]);
         for (size_t t = 0; t < n; t++) {
             sl_kern_matmul(y3, x + t * in, w, (sl_dtype)dt, NULL, 1, in, out);
             cr_assert(memcmp(y3, y1 + t * out, out * 4) == 0, "token %zu alone differs from its block", t);
