@@ -317,7 +317,6 @@ void sl_model_ctx_free(sl_model_ctx *c)
     free(c->x);
     free(c->xn);
     free(c->q);
-    free(c->kv);
     free(c->att);
     free(c->proj);
     free(c->ff);
@@ -349,13 +348,12 @@ int sl_model_ctx_alloc(const sl_model *m, size_t max_len, sl_model_ctx **out)
     c->x = sl_malloc(B * d * sizeof(float));
     c->xn = sl_malloc(B * d * sizeof(float));
     c->q = sl_malloc(B * qd * sizeof(float));
-    c->kv = sl_malloc(2 * B * m->kv_dim * sizeof(float));
     c->att = sl_malloc(B * qd * sizeof(float));
     c->proj = sl_malloc(B * d * sizeof(float));
     c->ff = sl_malloc(2 * B * g->d_ff * sizeof(float));
     c->scores = sl_malloc(B * g->n_head * max_len * sizeof(float));
     c->logits = sl_malloc(B * g->vocab_size * sizeof(float));
-    int ok = c->k_cache && c->v_cache && c->x && c->xn && c->q && c->kv && c->att && c->proj && c->ff && c->scores &&
+    int ok = c->k_cache && c->v_cache && c->x && c->xn && c->q && c->att && c->proj && c->ff && c->scores &&
              c->logits;
     if (ok && m->arch == SL_ARCH_LLAMA) {
         const size_t half = m->head_dim / 2;
@@ -532,7 +530,6 @@ static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size
     const size_t d = g->d_model, qd = g->n_head * m->head_dim, kvd = m->kv_dim, ff = g->d_ff;
     const size_t pos = c->len;
     const int gpt2 = m->arch == SL_ARCH_GPT2;
-    float *kn = c->kv, *vn = c->kv + n * kvd;
     float *f1 = c->ff, *f2 = c->ff + n * ff;
 #pragma omp parallel if (c->team)
     {
@@ -540,22 +537,20 @@ static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size
         embed(c, tokens, n, pos);
         for (size_t l = 0; l < g->n_layer; l++) {
             const sl_model_layer *L = &m->layers[l];
+            /* The new keys and values go straight into their rows of the cache: (n, kv_dim) at pos. */
+            float *kn = c->k_cache + (l * c->max_len + pos) * kvd, *vn = c->v_cache + (l * c->max_len + pos) * kvd;
 #pragma omp single
             norm(c->xn, c->x, L->attn_norm_w, L->attn_norm_b, n, d, g->norm_eps);
             const sl_kern_mm qkv[3] = {{c->q, L->q.w, L->q.dt, L->bq, qd, 0},
                                        {kn, L->k.w, L->k.dt, L->bk, kvd, 0},
                                        {vn, L->v.w, L->v.dt, L->bv, kvd, 0}};
             sl_kern_matmul_multi(qkv, 3, c->xn, n, d);
+            if (!gpt2) {
 #pragma omp single
-            {
-                if (!gpt2)
-                    for (size_t t = 0; t < n; t++) {
-                        rope(c, c->q + t * qd, g->n_head, pos + t);
-                        rope(c, kn + t * kvd, g->n_kv_head, pos + t);
-                    }
-                float *Kl = c->k_cache + l * c->max_len * kvd, *Vl = c->v_cache + l * c->max_len * kvd;
-                memcpy(Kl + pos * kvd, kn, n * kvd * sizeof(float));
-                memcpy(Vl + pos * kvd, vn, n * kvd * sizeof(float));
+                for (size_t t = 0; t < n; t++) {
+                    rope(c, c->q + t * qd, g->n_head, pos + t);
+                    rope(c, kn + t * kvd, g->n_kv_head, pos + t);
+                }
             }
             attention(c, l, n, pos);
             const sl_kern_mm o_res = {c->x, L->o.w, L->o.dt, L->bo, d, 1}; /* x += attention projection */

@@ -89,9 +89,8 @@ typedef struct {
     float *x;        /* (B, d) residual stream */
     float *xn;       /* (B, d) normalised */
     float *q;        /* (B, n_head*hd) */
-    float *kv;       /* (2, B, kv_dim) new keys and values */
     float *att;      /* (B, n_head*hd) attention output */
-    float *proj;     /* (B, d) */
+    float *proj;     /* (B, d) scratch for position embeddings */
     float *ff;       /* (2, B, d_ff) */
     float *scores;   /* (B, n_head, max_len) */
     float *logits;   /* (B, vocab) used by the sl_lm adapter */
