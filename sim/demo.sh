@@ -41,3 +41,14 @@ echo
 echo "== recommend: the gamma to deploy at c = 0.05, its speedup CI, latency of a 128-token answer =="
 "$S" recommend "$D/m.h5" --c 0.05
 rm -rf "$D"
+echo
+echo "== generate: speculative decoding with real (random-weight) models; a model drafting for itself accepts everything =="
+T=$(mktemp -d)
+"$S" model init --arch llama --config '{"vocab_size":4096,"n_layer":2,"n_head":4,"n_kv_head":2,"d_model":64,"d_ff":192,"max_seq_len":256}' \
+  --seed 1 --init-std 0.1 --tokenizer-json models/tokenizer.json --out "$T/target.st"
+"$S" model init --arch llama --config '{"vocab_size":4096,"n_layer":1,"n_head":4,"n_kv_head":2,"d_model":64,"d_ff":192,"max_seq_len":256}' \
+  --seed 2 --init-std 0.1 --tokenizer-json models/tokenizer.json --out "$T/draft.st"
+"$S" model info "$T/target.st" | sed -n 1,12p
+"$S" generate --target "$T/target.st" --draft "$T/draft.st" --gamma 4 --prompt "int main(void)" --tokens 32 --seed 1
+"$S" generate --target "$T/target.st" --draft "$T/target.st" --gamma 4 --prompt "int main(void)" --tokens 32 --seed 1 | tail -2
+rm -rf "$T"
