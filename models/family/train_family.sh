@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # train_family.sh: trains the shipped transformer family from models/family/recipe.tsv.
 #
-#   models/family/train_family.sh base    [BUDGET_S]   target and data-only drafts, in parallel
+#   models/family/train_family.sh target               the target (stage "target" rows)
+#   models/family/train_family.sh base    [BUDGET_S]   the data-only drafts, in parallel
 #   models/family/train_family.sh distill              the distilled draft (needs OUT/target)
 #
 # Env: SPECLAB (binary, default build/speclab), BENCH (bench_train binary, for "auto" steps),
@@ -26,16 +27,16 @@ B=16 T=256
 rows() { grep -v '^#' "$RECIPE" | awk -v st="$1" '$2 == st'; }
 config() { printf '{"n_layer":%s,"n_head":%s,"d_model":%s,"d_ff":%s,"max_seq_len":256,"vocab_size":4096}' "$1" "$2" "$3" "$4"; }
 
-if [ "$STAGE" = base ]; then
+if [ "$STAGE" = base ] || [ "$STAGE" = target ]; then
   # Throughput probe, all models at once with their thread counts (the layout of the real runs).
   : > "$OUT/probe.txt"
   while read -r name _ L H d ff lr seed thr steps from; do
     [ "$steps" = auto ] || continue
     ( OMP_NUM_THREADS=$thr "$BENCH" "$L" "$d" "$ff" "$H" $T $B 4096 3 | awk -v n="$name" '/training throughput/ {print n, $3}' >> "$OUT/probe.txt" ) &
-  done < <(rows base)
+  done < <(rows "$STAGE")
   wait
   cat "$OUT/probe.txt"
-  : > "$OUT/steps.tsv"
+  touch "$OUT/steps.tsv"
   while read -r name _ L H d ff lr seed thr steps from; do
     if [ "$steps" = auto ]; then
       tps=$(awk -v n="$name" '$1 == n {print $2}' "$OUT/probe.txt")
@@ -47,7 +48,7 @@ if [ "$STAGE" = base ]; then
       --steps "$steps" --batch $B --seq $T --lr "$lr" --warmup "$warm" --seed "$seed" --threads "$thr" \
       --checkpoint "$OUT/ck-$name" --eval-every $(( steps / 10 > 1 ? steps / 10 : 1 )) --log "$OUT/$name.csv" \
       --dtype f16 --tokenizer models/tokenizer.json --out "$OUT/$name.safetensors" > "$OUT/$name.stdout" 2>&1 &
-  done < <(rows base)
+  done < <(rows "$STAGE")
   wait
   cat "$OUT/steps.tsv"
 elif [ "$STAGE" = distill ]; then
