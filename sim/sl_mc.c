@@ -191,6 +191,18 @@ done:
 
 /* ---- plan ---- */
 
+/* One alias-table column: the values of sl_alias's prob[c] and alias[c]. */
+typedef struct {
+    double prob;
+    uint32_t alias, pad;
+} mc_col;
+
+/* The fused loop's tables for one row. */
+typedef struct {
+    const mc_col *q, *r, *p;
+    const double *thr;
+} mc_tab;
+
 struct sl_mc_plan {
     size_t V, gamma;
     size_t n_src;      /* distinct rows */
@@ -203,6 +215,12 @@ struct sl_mc_plan {
     sl_alias **qa, **pa, **ra; /* (n_src) */
     sl_spec_accel *accel;      /* (n_win) */
     double *row_accept;        /* (n_src) acceptance probability under cfg */
+    /* The fused loop's copies of the same tables, laid out for it (exact and lenient rules only):
+     * prob and alias of a column side by side, so a draw touches one cache line, and the
+     * acceptance threshold of every token precomputed, so a test is a load and a compare. */
+    mc_col *fq, *fr, *fp; /* (n_src, V) alias tables of q, the residual and p */
+    double *thr;          /* (n_src, V) threshold of sl_spec_verify: p/(l q), or 1/0 where q = 0 */
+    mc_tab *wtab;         /* (n_win) the tables of window row w, like accel; NULL: no fused loop */
 };
 
 size_t sl_mc_plan_vocab(const sl_mc_plan *plan) { return plan->V; }
@@ -245,6 +263,11 @@ void sl_mc_plan_free(sl_mc_plan *pl)
     free(pl->wp);
     free(pl->wq);
     free(pl->row_accept);
+    free(pl->fq);
+    free(pl->fr);
+    free(pl->fp);
+    free(pl->thr);
+    free(pl->wtab);
     free(pl);
 }
 
@@ -309,6 +332,30 @@ int sl_mc_plan_alloc(const sl_mc_source *src, size_t gamma, const sl_spec_config
             sl_alias_build(pl->ra[i], res);
         }
     }
+    if (pl->use_accel && (cfg->rule == SL_RULE_EXACT || cfg->rule == SL_RULE_LENIENT)) {
+        size_t n = pl->n_src * V;
+        pl->fq = sl_malloc(n * sizeof *pl->fq);
+        pl->fr = sl_malloc(n * sizeof *pl->fr);
+        pl->fp = sl_malloc(n * sizeof *pl->fp);
+        pl->thr = sl_malloc(n * sizeof *pl->thr);
+        pl->wtab = sl_malloc(pl->n_win * sizeof *pl->wtab);
+        if (!pl->fq || !pl->fr || !pl->fp || !pl->thr || !pl->wtab) {
+            rc = SL_EFAIL;
+            goto fail;
+        }
+        const double l = cfg->rule == SL_RULE_LENIENT ? cfg->lenience : 1.0;
+        for (size_t i = 0; i < pl->n_src; i++) {
+            const double *p = pl->p + i * V, *q = pl->q + i * V;
+            for (size_t x = 0; x < V; x++) {
+                size_t j = i * V + x;
+                pl->fq[j] = (mc_col){pl->qa[i]->prob[x], pl->qa[i]->alias[x], 0};
+                pl->fr[j] = (mc_col){pl->ra[i]->prob[x], pl->ra[i]->alias[x], 0};
+                pl->fp[j] = (mc_col){pl->pa[i]->prob[x], pl->pa[i]->alias[x], 0};
+                /* The very expression of sl_spec_verify, so the same double. */
+                pl->thr[j] = q[x] > 0 ? p[x] / (l * q[x]) : (p[x] > 0 ? 1.0 : 0.0);
+            }
+        }
+    }
     for (size_t w = 0; w < pl->n_win; w++) {
         /* Window row w holds the source row that a window starting at 0 (IID, positional) or at
          * w - i (sliding) sees at position i; for sliding that is simply row w mod n_src. */
@@ -316,6 +363,7 @@ int sl_mc_plan_alloc(const sl_mc_source *src, size_t gamma, const sl_spec_config
         memcpy(pl->wp + w * V, pl->p + r * V, V * sizeof *pl->wp);
         memcpy(pl->wq + w * V, pl->q + r * V, V * sizeof *pl->wq);
         if (pl->use_accel) pl->accel[w] = (sl_spec_accel){pl->qa[r], pl->pa[r], pl->ra[r]};
+        if (pl->wtab) pl->wtab[w] = (mc_tab){pl->fq + r * V, pl->fr + r * V, pl->fp + r * V, pl->thr + r * V};
     }
     free(res);
     *out = pl;
@@ -328,39 +376,66 @@ fail:
 
 /* ---- the loop ---- */
 
-/* sl_alias_sample_u, inlined: the same arithmetic, so the same token for the same u. */
-static inline size_t alias_u(const sl_alias *a, double u)
+/* sl_alias_sample_u on a packed column table: the same arithmetic (x = u V, column floor(x)
+ * clamped to V-1, keep the column if x - column < prob), so the same token for the same u.
+ * Integer conversions are signed: x < V <= INT32_MAX, so they equal the unsigned ones. */
+static inline uint32_t mc_draw(const mc_col *c, double Vd, int64_t last, double u)
 {
-    double x = u * (double)a->V;
-    size_t col = (size_t)x;
-    if (col >= a->V) col = a->V - 1;
+    double x = u * Vd;
+    int64_t col = (int64_t)x;
+    if (col > last) col = last;
     double frac = x - (double)col;
-    return frac < a->prob[col] ? col : a->alias[col];
+    return frac < c[col].prob ? (uint32_t)col : c[col].alias;
 }
 
-/* One iteration of the exact or lenient rule, fused: the fast twin of sl_spec_draft followed by
- * sl_spec_verify with accelerators. It consumes the draft, accept and resample streams exactly as
- * they do (one draft uniform per drafted position, one accept uniform per tested position, one
- * resample uniform for the residual or bonus token), except that it stops drafting at the first
- * rejection: later draft uniforms would be thrown away, and each stream is reseeded per
- * iteration, so nothing downstream changes. Returns the number of tokens emitted. */
-static size_t fused_iteration(const sl_mc_plan *pl, size_t s, sl_rand_rng *rr, int32_t *out)
+/* Iterations t0..t1-1, all of block t0 / SL_MC_BLOCK (or its first part), for the exact and
+ * lenient rules: the fast twin of sl_spec_draft + sl_spec_verify with accelerators. It draws the
+ * same uniforms from the same streams in the same order as they do: gamma draft uniforms per
+ * iteration (sl_spec_draft runs for every position before verification; uniforms of positions
+ * after a rejection are drawn and not used), one accept uniform per tested position, one
+ * resample uniform for the residual or bonus token. The generators are inline xoshiro256** with
+ * the very states of the gsl_rng streams, so the tokens are bit-identical (tests/test_mc.c). */
+static void fused_block(const sl_mc_plan *pl, const sl_mc_opts *o, size_t t0, size_t t1, uint64_t *hist)
 {
-    const size_t V = pl->V, gamma = pl->gamma;
-    const double scale = pl->cfg.rule == SL_RULE_LENIENT ? pl->cfg.lenience : 1.0;
-    for (size_t i = 0; i < gamma; i++) {
-        size_t r = src_row(pl, s, i);
-        const double *p = pl->p + r * V, *q = pl->q + r * V;
-        size_t x = alias_u(pl->qa[r], sl_rng_uniform53(rr->draft));
-        double thr = q[x] > 0 ? p[x] / (scale * q[x]) : (p[x] > 0 ? 1.0 : 0.0);
-        if (!(sl_rng_uniform53(rr->accept) < thr)) {
-            out[i] = (int32_t)alias_u(pl->ra[r], sl_rng_uniform53(rr->resample));
-            return i + 1;
+    const size_t gamma = pl->gamma, n_src = pl->n_src;
+    const int sliding = pl->layout == SL_MC_SLIDING;
+    const double Vd = (double)pl->V;
+    const int64_t last = (int64_t)pl->V - 1;
+    const uint64_t blk = t0 / SL_MC_BLOCK;
+    sl_xoshiro d, a, rs;
+    sl_xoshiro_seed(&d, o->seed, SL_STREAM_DRAFT, blk);
+    sl_xoshiro_seed(&a, o->seed, SL_STREAM_ACCEPT, blk);
+    sl_xoshiro_seed(&rs, o->seed, SL_STREAM_RESAMPLE, blk);
+    size_t s = window_start(pl, t0);
+    double ud[SL_SPEC_GAMMA_MAX];
+    int32_t out[SL_SPEC_GAMMA_MAX + 1];
+    for (size_t t = t0; t < t1; t++) {
+        const mc_tab *tab = pl->wtab + s;
+        for (size_t i = 0; i < gamma; i++) ud[i] = sl_xoshiro_uniform53(&d);
+        size_t i = 0, k;
+        for (;;) {
+            if (i == gamma) {
+                out[gamma] = (int32_t)mc_draw(tab[gamma].p, Vd, last, sl_xoshiro_uniform53(&rs));
+                k = gamma + 1;
+                break;
+            }
+            uint32_t x = mc_draw(tab[i].q, Vd, last, ud[i]);
+            if (!(sl_xoshiro_uniform53(&a) < tab[i].thr[x])) {
+                out[i] = (int32_t)mc_draw(tab[i].r, Vd, last, sl_xoshiro_uniform53(&rs));
+                k = i + 1;
+                break;
+            }
+            out[i] = (int32_t)x;
+            i++;
         }
-        out[i] = (int32_t)x;
+        hist[k]++;
+        if (o->tokens) {
+            int32_t *dst = o->tokens + t * (gamma + 1);
+            for (size_t j = 0; j <= gamma; j++) dst[j] = j < k ? out[j] : -1;
+        }
+        if (o->n_emitted) o->n_emitted[t] = (uint8_t)k;
+        if (sliding && ++s == n_src) s = 0;
     }
-    out[gamma] = (int32_t)alias_u(pl->pa[src_row(pl, s, gamma)], sl_rng_uniform53(rr->resample));
-    return gamma + 1;
 }
 
 int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
@@ -369,8 +444,9 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
     if (o->iterations < 1) return sl_fail(SL_EINPUT, "--iterations: %zu, expected >= 1", o->iterations);
     if (o->threads < 0) return sl_fail(SL_EINPUT, "--threads: %d, expected >= 0", o->threads);
     const size_t V = pl->V, gamma = pl->gamma, N = o->iterations;
+    const size_t n_blocks = (N + SL_MC_BLOCK - 1) / SL_MC_BLOCK;
     const int need_pcopy = pl->cfg.rule == SL_BUG_P_INPLACE;
-    const int fused = !o->reference && pl->use_accel && (pl->cfg.rule == SL_RULE_EXACT || pl->cfg.rule == SL_RULE_LENIENT);
+    const int fused = !o->reference && pl->wtab;
     int nt = o->threads > 0 ? o->threads : omp_get_max_threads();
     int status = SL_OK;
     char errbuf[512] = "";
@@ -380,70 +456,56 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
 
 #pragma omp parallel num_threads(nt)
     {
-        sl_rand_rng rr;
-        int rc = sl_rand_rng_init(&rr, o->seed, 0);
-        sl_spec_work *w = rc ? NULL : sl_spec_work_alloc(gamma, V);
+        sl_rand_rng rr = {0};
+        int rc = fused ? SL_OK : sl_rand_rng_init(&rr, o->seed, 0);
+        sl_spec_work *w = rc || fused ? NULL : sl_spec_work_alloc(gamma, V);
         double *pbuf = need_pcopy ? malloc((gamma + 1) * V * sizeof *pbuf) : NULL; /* (gamma+1, V) */
-        uint64_t hist[SL_SPEC_GAMMA_MAX + 2] = {0}, reached[SL_SPEC_GAMMA_MAX] = {0},
-                 accepted[SL_SPEC_GAMMA_MAX] = {0}, tok = 0, tok2 = 0;
+        uint64_t hist[SL_SPEC_GAMMA_MAX + 2] = {0};
         int32_t drafts[SL_SPEC_GAMMA_MAX];
-        int ok = !rc && w && (!need_pcopy || pbuf);
+        int ok = !rc && (fused || w) && (!need_pcopy || pbuf);
         if (!ok && !rc) rc = sl_fail(SL_EFAIL, "out of memory allocating Monte Carlo workspace");
+        /* Blocks, not iterations, are the unit of randomness: block b draws from the streams
+         * seeded with (seed, stream, b), so which thread runs it changes nothing. */
 #pragma omp for schedule(static)
-        for (size_t t = 0; t < N; t++) {
+        for (size_t b = 0; b < n_blocks; b++) {
             if (!ok) continue;
-            size_t s = window_start(pl, t);
-            sl_spec_outcome out;
+            size_t tb = b * SL_MC_BLOCK, te = tb + SL_MC_BLOCK < N ? tb + SL_MC_BLOCK : N;
             if (fused) {
-                /* The three streams these rules use, seeded exactly as sl_rand_rng_reseed would. */
-                sl_rng_reseed(rr.draft, o->seed, SL_STREAM_DRAFT, t);
-                sl_rng_reseed(rr.accept, o->seed, SL_STREAM_ACCEPT, t);
-                sl_rng_reseed(rr.resample, o->seed, SL_STREAM_RESAMPLE, t);
-                out.n_emitted = fused_iteration(pl, s, &rr, out.tokens);
-                out.n_accepted = out.n_emitted - 1;
-                goto count;
-            }
-            sl_rand_rng_reseed(&rr, o->seed, t);
-            const double *qw = pl->wq + s * V;
-            double *pw = pl->wp + s * V;
-            const sl_spec_accel *acc = pl->use_accel ? pl->accel + s : NULL;
-            for (size_t i = 0; i < gamma; i++)
-                drafts[i] = (int32_t)sl_spec_draft(&pl->cfg, qw + i * V, acc ? acc + i : NULL, V, &rr.base, w);
-            if (need_pcopy) {
-                /* This variant edits p in place: give it a private copy of the shared rows. */
-                memcpy(pbuf, pw, (gamma + 1) * V * sizeof *pbuf);
-                pw = pbuf;
-            }
-            rc = sl_spec_verify(&pl->cfg, gamma, V, qw, pw, drafts, acc, &rr.base, w, &out);
-            if (rc) {
-                ok = 0;
+                fused_block(pl, o, tb, te, hist);
                 continue;
             }
-        count:;
-            size_t k = out.n_emitted;
-            hist[k]++;
-            tok += k;
-            tok2 += (uint64_t)k * k;
-            for (size_t i = 0; i < gamma && i <= out.n_accepted; i++) {
-                reached[i]++;
-                accepted[i] += i < out.n_accepted;
+            sl_rand_rng_reseed(&rr, o->seed, b);
+            for (size_t t = tb; t < te && ok; t++) {
+                size_t s = window_start(pl, t);
+                sl_spec_outcome out;
+                const double *qw = pl->wq + s * V;
+                double *pw = pl->wp + s * V;
+                const sl_spec_accel *acc = pl->use_accel ? pl->accel + s : NULL;
+                for (size_t i = 0; i < gamma; i++)
+                    drafts[i] = (int32_t)sl_spec_draft(&pl->cfg, qw + i * V, acc ? acc + i : NULL, V, &rr.base, w);
+                if (need_pcopy) {
+                    /* This variant edits p in place: give it a private copy of the shared rows. */
+                    memcpy(pbuf, pw, (gamma + 1) * V * sizeof *pbuf);
+                    pw = pbuf;
+                }
+                rc = sl_spec_verify(&pl->cfg, gamma, V, qw, pw, drafts, acc, &rr.base, w, &out);
+                if (rc) {
+                    ok = 0;
+                    break;
+                }
+                size_t k = out.n_emitted;
+                hist[k]++;
+                if (o->tokens) {
+                    int32_t *dst = o->tokens + t * (gamma + 1);
+                    for (size_t i = 0; i <= gamma; i++) dst[i] = i < k ? out.tokens[i] : -1;
+                }
+                if (o->n_emitted) o->n_emitted[t] = (uint8_t)k;
             }
-            if (o->tokens) {
-                int32_t *dst = o->tokens + t * (gamma + 1);
-                for (size_t i = 0; i <= gamma; i++) dst[i] = i < k ? out.tokens[i] : -1;
-            }
-            if (o->n_emitted) o->n_emitted[t] = (uint8_t)k;
         }
 #pragma omp critical(sl_mc_reduce)
         {
             /* Integer sums: the order threads arrive in does not change a bit. */
             for (size_t k = 0; k < gamma + 2; k++) res->hist[k] += hist[k];
-            for (size_t i = 0; i < gamma; i++) {
-                res->reached_at[i] += reached[i];
-                res->accepted_at[i] += accepted[i];
-            }
-            res->tokens += tok;
-            res->tokens_sq += tok2;
             if (rc && status == SL_OK) {
                 status = rc;
                 snprintf(errbuf, sizeof errbuf, "%s", sl_errmsg());
@@ -454,6 +516,16 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
         if (rr.draft) sl_rand_rng_free(&rr);
     }
     res->elapsed_s = sl_now_s() - t0;
+    /* Everything else follows from the histogram of N = n_accepted + 1: position i (0-based) was
+     * tested by the iterations with N >= i + 1 and accepted by those with N >= i + 2. */
+    uint64_t tail = 0;
+    for (size_t k = gamma + 1; k >= 1; k--) {
+        tail += res->hist[k];
+        if (k - 1 < gamma) res->reached_at[k - 1] = tail;
+        if (k >= 2) res->accepted_at[k - 2] = tail;
+        res->tokens += (uint64_t)k * res->hist[k];
+        res->tokens_sq += (uint64_t)k * k * res->hist[k];
+    }
     res->draft_calls = (uint64_t)N * gamma;
     res->target_calls = N;
     if (status) return sl_fail(status, "%s", errbuf[0] ? errbuf : "Monte Carlo iteration failed");

@@ -104,6 +104,11 @@ const double *sl_mc_plan_q(const sl_mc_plan *plan, size_t row);
 sl_mc_layout sl_mc_plan_layout(const sl_mc_plan *plan);
 const sl_spec_config *sl_mc_plan_config(const sl_mc_plan *plan);
 
+/* Iterations per block of randomness: block b (iterations b*SL_MC_BLOCK ...) draws from the streams
+ * seeded with (seed, stream, b), its iterations one after another. Part of what a seed means:
+ * changing it changes every result. */
+#define SL_MC_BLOCK 256
+
 typedef struct {
     size_t iterations;
     uint64_t seed;
