@@ -385,7 +385,9 @@ static inline uint32_t mc_draw(const mc_col *c, double Vd, int64_t last, double 
     int64_t col = (int64_t)x;
     if (col > last) col = last;
     double frac = x - (double)col;
-    return frac < c[col].prob ? (uint32_t)col : c[col].alias;
+    /* Select without a branch: which side wins is a coin flip the predictor cannot learn. */
+    uint32_t keep = -(uint32_t)(frac < c[col].prob);
+    return ((uint32_t)col & keep) | (c[col].alias & ~keep);
 }
 
 /* Iterations t0..t1-1, all of block t0 / SL_MC_BLOCK (or its first part), for the exact and
@@ -407,27 +409,35 @@ static void fused_block(const sl_mc_plan *pl, const sl_mc_opts *o, size_t t0, si
     sl_xoshiro_seed(&a, o->seed, SL_STREAM_ACCEPT, blk);
     sl_xoshiro_seed(&rs, o->seed, SL_STREAM_RESAMPLE, blk);
     size_t s = window_start(pl, t0);
-    double ud[SL_SPEC_GAMMA_MAX];
+    /* Accept uniforms, drawn ahead in chunks of 64: an iteration uses as many as it tests, so
+     * keeping them in a buffer lets every position be tested without a branch and the iteration
+     * then take exactly its share. Left-over uniforms at the end of a block are never used (the
+     * next block has its own streams). */
+    double ua[2 * SL_SPEC_GAMMA_MAX];
+    size_t h = 0, f = 0;
     int32_t out[SL_SPEC_GAMMA_MAX + 1];
     for (size_t t = t0; t < t1; t++) {
         const mc_tab *tab = pl->wtab + s;
-        for (size_t i = 0; i < gamma; i++) ud[i] = sl_xoshiro_uniform53(&d);
-        size_t i = 0, k;
-        for (;;) {
-            if (i == gamma) {
-                out[gamma] = (int32_t)mc_draw(tab[gamma].p, Vd, last, sl_xoshiro_uniform53(&rs));
-                k = gamma + 1;
-                break;
-            }
-            uint32_t x = mc_draw(tab[i].q, Vd, last, ud[i]);
-            if (!(sl_xoshiro_uniform53(&a) < tab[i].thr[x])) {
-                out[i] = (int32_t)mc_draw(tab[i].r, Vd, last, sl_xoshiro_uniform53(&rs));
-                k = i + 1;
-                break;
-            }
-            out[i] = (int32_t)x;
-            i++;
+        if (f - h < gamma) {
+            size_t m = f - h;
+            memmove(ua, ua + h, m * sizeof *ua);
+            h = 0;
+            for (f = m; f < m + 64; f++) ua[f] = sl_xoshiro_uniform53(&a);
         }
+        /* Every position is drafted and tested; bit i of mask says whether position i would
+         * accept. The first rejection ends the iteration: positions after it only cost time. */
+        uint64_t mask = 0;
+        for (size_t i = 0; i < gamma; i++) {
+            uint32_t x = mc_draw(tab[i].q, Vd, last, sl_xoshiro_uniform53(&d));
+            out[i] = (int32_t)x;
+            mask |= (uint64_t)(ua[h + i] < tab[i].thr[x]) << i;
+        }
+        size_t n_acc = mask == UINT64_MAX ? 64 : (size_t)__builtin_ctzll(~mask);
+        if (n_acc > gamma) n_acc = gamma;
+        h += n_acc + (n_acc < gamma);
+        const mc_col *lt = n_acc < gamma ? tab[n_acc].r : tab[gamma].p;
+        out[n_acc] = (int32_t)mc_draw(lt, Vd, last, sl_xoshiro_uniform53(&rs));
+        size_t k = n_acc + 1;
         hist[k]++;
         if (o->tokens) {
             int32_t *dst = o->tokens + t * (gamma + 1);
