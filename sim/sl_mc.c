@@ -200,7 +200,7 @@ typedef struct {
 /* The fused loop's tables for one row. */
 typedef struct {
     const mc_col *q, *r, *p;
-    const double *thr;
+    const uint64_t *thr;
 } mc_tab;
 
 struct sl_mc_plan {
@@ -219,7 +219,8 @@ struct sl_mc_plan {
      * prob and alias of a column side by side, so a draw touches one cache line, and the
      * acceptance threshold of every token precomputed, so a test is a load and a compare. */
     mc_col *fq, *fr, *fp; /* (n_src, V) alias tables of q, the residual and p */
-    double *thr;          /* (n_src, V) threshold of sl_spec_verify: p/(l q), or 1/0 where q = 0 */
+    uint64_t *thr;        /* (n_src, V) sl_spec_verify's threshold t = p/(l q) (1 or 0 where q = 0) as
+                             the integer T = ceil(min(t, 1) 2^53): for u = k 2^-53, u < t iff k < T */
     mc_tab *wtab;         /* (n_win) the tables of window row w, like accel; NULL: no fused loop */
 };
 
@@ -351,8 +352,10 @@ int sl_mc_plan_alloc(const sl_mc_source *src, size_t gamma, const sl_spec_config
                 pl->fq[j] = (mc_col){pl->qa[i]->prob[x], pl->qa[i]->alias[x], 0};
                 pl->fr[j] = (mc_col){pl->ra[i]->prob[x], pl->ra[i]->alias[x], 0};
                 pl->fp[j] = (mc_col){pl->pa[i]->prob[x], pl->pa[i]->alias[x], 0};
-                /* The very expression of sl_spec_verify, so the same double. */
-                pl->thr[j] = q[x] > 0 ? p[x] / (l * q[x]) : (p[x] > 0 ? 1.0 : 0.0);
+                /* The very expression of sl_spec_verify, so the same double; scaling by 2^53 is
+                 * exact, so the integer test decides exactly as the double one. */
+                double t = q[x] > 0 ? p[x] / (l * q[x]) : (p[x] > 0 ? 1.0 : 0.0);
+                pl->thr[j] = t >= 1 ? (uint64_t)1 << 53 : (uint64_t)ceil(t * 0x1.0p53);
             }
         }
     }
@@ -376,12 +379,13 @@ fail:
 
 /* ---- the loop ---- */
 
-/* sl_alias_sample_u on a packed column table: the same arithmetic (x = u V, column floor(x)
- * clamped to V-1, keep the column if x - column < prob), so the same token for the same u.
- * Integer conversions are signed: x < V <= INT32_MAX, so they equal the unsigned ones. */
-static inline uint32_t mc_draw(const mc_col *c, double Vd, int64_t last, double u)
+/* sl_alias_sample_u on a packed column table for the uniform u = k 2^-53 (k < 2^53, the top 53
+ * bits of a xoshiro output): the same arithmetic (x = u V, column floor(x) clamped to V-1, keep the
+ * column if x - column < prob), so the same token. k Vs with Vs = V 2^-53 is u V rounded once, as
+ * u * V is (both scalings by 2^-53 are exact). Integer conversions are signed: x < V <= INT32_MAX. */
+static inline uint32_t mc_draw(const mc_col *c, double Vs, int64_t last, uint64_t k)
 {
-    double x = u * Vd;
+    double x = (double)(int64_t)k * Vs;
     int64_t col = (int64_t)x;
     if (col > last) col = last;
     double frac = x - (double)col;
@@ -397,53 +401,91 @@ static inline uint32_t mc_draw(const mc_col *c, double Vd, int64_t last, double 
  * after a rejection are drawn and not used), one accept uniform per tested position, one
  * resample uniform for the residual or bonus token. The generators are inline xoshiro256** with
  * the very states of the gsl_rng streams, so the tokens are bit-identical (tests/test_mc.c). */
-static void fused_block(const sl_mc_plan *pl, const sl_mc_opts *o, size_t t0, size_t t1, uint64_t *hist)
+#ifndef MC_VARIANT
+#define MC_VARIANT 2
+#endif
+/* Per-thread buffers of the fused loop. */
+typedef struct {
+    uint64_t *ud; /* (SL_MC_BLOCK * gamma) draft uniforms of a block, as k (u = k 2^-53) */
+    uint64_t *ur; /* (SL_MC_BLOCK) resample uniforms */
+    uint64_t ua[2 * SL_SPEC_GAMMA_MAX]; /* accept uniforms drawn ahead */
+} mc_buf;
+
+/* Fills dst (n) with the top 53 bits of the next n outputs of g. The state is copied into a local
+ * that never has its address taken, so it stays in registers through the loop. */
+static inline void draw_k(sl_xoshiro *g, uint64_t *dst, size_t n)
 {
-    const size_t gamma = pl->gamma, n_src = pl->n_src;
+    sl_xoshiro x = *g;
+    for (size_t j = 0; j < n; j++) dst[j] = sl_xoshiro_next(&x) >> 11;
+    *g = x;
+}
+
+/* Not inlined into the OpenMP body: on its own it gets the registers to itself. */
+__attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl_mc_opts *o, size_t t0, size_t t1, mc_buf *bf, uint64_t *hist)
+{
+    const size_t gamma = pl->gamma, n_src = pl->n_src, n = t1 - t0;
     const int sliding = pl->layout == SL_MC_SLIDING;
-    const double Vd = (double)pl->V;
+    const double Vs = (double)pl->V * 0x1.0p-53;
     const int64_t last = (int64_t)pl->V - 1;
     const uint64_t blk = t0 / SL_MC_BLOCK;
+    int32_t *const tokens = o->tokens;
+    uint8_t *const n_emitted = o->n_emitted;
+    const mc_tab *const wtab = pl->wtab;
     sl_xoshiro d, a, rs;
     sl_xoshiro_seed(&d, o->seed, SL_STREAM_DRAFT, blk);
     sl_xoshiro_seed(&a, o->seed, SL_STREAM_ACCEPT, blk);
     sl_xoshiro_seed(&rs, o->seed, SL_STREAM_RESAMPLE, blk);
-    size_t s = window_start(pl, t0);
-    /* Accept uniforms, drawn ahead in chunks of 64: an iteration uses as many as it tests, so
-     * keeping them in a buffer lets every position be tested without a branch and the iteration
-     * then take exactly its share. Left-over uniforms at the end of a block are never used (the
-     * next block has its own streams). */
-    double ua[2 * SL_SPEC_GAMMA_MAX];
+    /* The draft and resample streams give every iteration the same number of uniforms (gamma and
+     * 1), so the whole block's are drawn up front, in tight loops that keep a generator's state in
+     * registers; the loop below then only reads arrays. */
+    uint64_t *ud = bf->ud, *ur = bf->ur, *ua = bf->ua;
+    draw_k(&d, ud, n * gamma);
+    draw_k(&rs, ur, n);
+    /* The accept stream gives an iteration as many uniforms as it tests: drawn ahead in chunks of
+     * 64 and consumed in order. Left-over uniforms at the end of a block are never used (the next
+     * block has its own streams). */
     size_t h = 0, f = 0;
+    size_t s = window_start(pl, t0);
     int32_t out[SL_SPEC_GAMMA_MAX + 1];
-    for (size_t t = t0; t < t1; t++) {
-        const mc_tab *tab = pl->wtab + s;
+    for (size_t j = 0; j < n; j++, ud += gamma) {
+        const mc_tab *tab = wtab + s;
+        size_t n_acc;
         if (f - h < gamma) {
             size_t m = f - h;
             memmove(ua, ua + h, m * sizeof *ua);
             h = 0;
-            for (f = m; f < m + 64; f++) ua[f] = sl_xoshiro_uniform53(&a);
+            draw_k(&a, ua + m, 64);
+            f = m + 64;
         }
+#if MC_VARIANT == 1
         /* Every position is drafted and tested; bit i of mask says whether position i would
          * accept. The first rejection ends the iteration: positions after it only cost time. */
         uint64_t mask = 0;
         for (size_t i = 0; i < gamma; i++) {
-            uint32_t x = mc_draw(tab[i].q, Vd, last, sl_xoshiro_uniform53(&d));
+            uint32_t x = mc_draw(tab[i].q, Vs, last, ud[i]);
             out[i] = (int32_t)x;
             mask |= (uint64_t)(ua[h + i] < tab[i].thr[x]) << i;
         }
-        size_t n_acc = mask == UINT64_MAX ? 64 : (size_t)__builtin_ctzll(~mask);
+        n_acc = mask == UINT64_MAX ? 64 : (size_t)__builtin_ctzll(~mask);
         if (n_acc > gamma) n_acc = gamma;
         h += n_acc + (n_acc < gamma);
+#else
+        for (n_acc = 0; n_acc < gamma; n_acc++) {
+            uint32_t x = mc_draw(tab[n_acc].q, Vs, last, ud[n_acc]);
+            if (!(ua[h + n_acc] < tab[n_acc].thr[x])) break;
+            out[n_acc] = (int32_t)x;
+        }
+        h += n_acc + (n_acc < gamma);
+#endif
         const mc_col *lt = n_acc < gamma ? tab[n_acc].r : tab[gamma].p;
-        out[n_acc] = (int32_t)mc_draw(lt, Vd, last, sl_xoshiro_uniform53(&rs));
+        out[n_acc] = (int32_t)mc_draw(lt, Vs, last, ur[j]);
         size_t k = n_acc + 1;
         hist[k]++;
-        if (o->tokens) {
-            int32_t *dst = o->tokens + t * (gamma + 1);
-            for (size_t j = 0; j <= gamma; j++) dst[j] = j < k ? out[j] : -1;
+        if (tokens) {
+            int32_t *dst = tokens + (t0 + j) * (gamma + 1);
+            for (size_t i = 0; i <= gamma; i++) dst[i] = i < k ? out[i] : -1;
         }
-        if (o->n_emitted) o->n_emitted[t] = (uint8_t)k;
+        if (n_emitted) n_emitted[t0 + j] = (uint8_t)k;
         if (sliding && ++s == n_src) s = 0;
     }
 }
@@ -469,10 +511,15 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
         sl_rand_rng rr = {0};
         int rc = fused ? SL_OK : sl_rand_rng_init(&rr, o->seed, 0);
         sl_spec_work *w = rc || fused ? NULL : sl_spec_work_alloc(gamma, V);
+        mc_buf fb = {0};
+        if (fused) {
+            fb.ud = malloc(SL_MC_BLOCK * gamma * sizeof *fb.ud);
+            fb.ur = malloc(SL_MC_BLOCK * sizeof *fb.ur);
+        }
         double *pbuf = need_pcopy ? malloc((gamma + 1) * V * sizeof *pbuf) : NULL; /* (gamma+1, V) */
         uint64_t hist[SL_SPEC_GAMMA_MAX + 2] = {0};
         int32_t drafts[SL_SPEC_GAMMA_MAX];
-        int ok = !rc && (fused || w) && (!need_pcopy || pbuf);
+        int ok = !rc && (fused ? fb.ud && fb.ur : w != NULL) && (!need_pcopy || pbuf);
         if (!ok && !rc) rc = sl_fail(SL_EFAIL, "out of memory allocating Monte Carlo workspace");
         /* Blocks, not iterations, are the unit of randomness: block b draws from the streams
          * seeded with (seed, stream, b), so which thread runs it changes nothing. */
@@ -481,7 +528,7 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
             if (!ok) continue;
             size_t tb = b * SL_MC_BLOCK, te = tb + SL_MC_BLOCK < N ? tb + SL_MC_BLOCK : N;
             if (fused) {
-                fused_block(pl, o, tb, te, hist);
+                fused_block(pl, o, tb, te, &fb, hist);
                 continue;
             }
             sl_rand_rng_reseed(&rr, o->seed, b);
@@ -522,6 +569,8 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
             }
         }
         free(pbuf);
+        free(fb.ud);
+        free(fb.ur);
         sl_spec_work_free(w);
         if (rr.draft) sl_rand_rng_free(&rr);
     }
