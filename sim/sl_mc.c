@@ -4,6 +4,7 @@
 #include "sl_mc.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -401,14 +402,11 @@ static inline uint32_t mc_draw(const mc_col *c, double Vs, int64_t last, uint64_
  * after a rejection are drawn and not used), one accept uniform per tested position, one
  * resample uniform for the residual or bonus token. The generators are inline xoshiro256** with
  * the very states of the gsl_rng streams, so the tokens are bit-identical (tests/test_mc.c). */
-#ifndef MC_VARIANT
-#define MC_VARIANT 2
-#endif
-/* Per-thread buffers of the fused loop. */
+/* Per-thread buffers of the fused loop: a block's uniforms, as k (u = k 2^-53). */
 typedef struct {
-    uint64_t *ud; /* (SL_MC_BLOCK * gamma) draft uniforms of a block, as k (u = k 2^-53) */
+    uint64_t *ud; /* (SL_MC_BLOCK * gamma) draft uniforms */
+    uint64_t *ua; /* (SL_MC_BLOCK * gamma) accept uniforms */
     uint64_t *ur; /* (SL_MC_BLOCK) resample uniforms */
-    uint64_t ua[2 * SL_SPEC_GAMMA_MAX]; /* accept uniforms drawn ahead */
 } mc_buf;
 
 /* Fills dst (n) with the top 53 bits of the next n outputs of g. The state is copied into a local
@@ -420,8 +418,20 @@ static inline void draw_k(sl_xoshiro *g, uint64_t *dst, size_t n)
     *g = x;
 }
 
-/* Not inlined into the OpenMP body: on its own it gets the registers to itself. */
-__attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl_mc_opts *o, size_t t0, size_t t1, mc_buf *bf, uint64_t *hist)
+/* Iterations t0..t1-1, all of block t0 / SL_MC_BLOCK (or its first part), for the exact and
+ * lenient rules: the fast twin of sl_spec_draft + sl_spec_verify with accelerators, drawing the
+ * same uniforms from the same streams for the same purposes (see sl_mc_run): iteration j of the
+ * block uses draft uniforms j*gamma + i, accept uniforms j*gamma + i for the positions it tests,
+ * and resample uniform j. The generators are inline xoshiro256** with the very states of the
+ * gsl_rng streams, so the tokens are bit-identical (tests/test_mc.c).
+ * Every iteration's uniforms are known up front, so the block's are drawn first, in tight loops,
+ * and then every position of an iteration is drafted and tested without a branch: bit i of mask
+ * says whether position i would accept, and the first rejection decides what is emitted (positions
+ * after it only cost time). No iteration waits for the previous one, and there is no branch for the
+ * predictor to miss on the coin flips. Not inlined into the OpenMP body, so that it gets the
+ * registers to itself. */
+__attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl_mc_opts *o, size_t t0, size_t t1,
+                                                  mc_buf *bf, uint64_t *hist)
 {
     const size_t gamma = pl->gamma, n_src = pl->n_src, n = t1 - t0;
     const int sliding = pl->layout == SL_MC_SLIDING;
@@ -431,53 +441,30 @@ __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl
     int32_t *const tokens = o->tokens;
     uint8_t *const n_emitted = o->n_emitted;
     const mc_tab *const wtab = pl->wtab;
-    sl_xoshiro d, a, rs;
-    sl_xoshiro_seed(&d, o->seed, SL_STREAM_DRAFT, blk);
-    sl_xoshiro_seed(&a, o->seed, SL_STREAM_ACCEPT, blk);
-    sl_xoshiro_seed(&rs, o->seed, SL_STREAM_RESAMPLE, blk);
-    /* The draft and resample streams give every iteration the same number of uniforms (gamma and
-     * 1), so the whole block's are drawn up front, in tight loops that keep a generator's state in
-     * registers; the loop below then only reads arrays. */
-    uint64_t *ud = bf->ud, *ur = bf->ur, *ua = bf->ua;
-    draw_k(&d, ud, n * gamma);
-    draw_k(&rs, ur, n);
-    /* The accept stream gives an iteration as many uniforms as it tests: drawn ahead in chunks of
-     * 64 and consumed in order. Left-over uniforms at the end of a block are never used (the next
-     * block has its own streams). */
-    size_t h = 0, f = 0;
+    sl_xoshiro g;
+    const uint64_t *ud = bf->ud, *ua = bf->ua, *ur = bf->ur;
+    sl_xoshiro_seed(&g, o->seed, SL_STREAM_DRAFT, blk);
+    draw_k(&g, bf->ud, n * gamma);
+    sl_xoshiro_seed(&g, o->seed, SL_STREAM_ACCEPT, blk);
+    draw_k(&g, bf->ua, n * gamma);
+    sl_xoshiro_seed(&g, o->seed, SL_STREAM_RESAMPLE, blk);
+    draw_k(&g, bf->ur, n);
     size_t s = window_start(pl, t0);
     int32_t out[SL_SPEC_GAMMA_MAX + 1];
-    for (size_t j = 0; j < n; j++, ud += gamma) {
+    for (size_t j = 0; j < n; j++, ud += gamma, ua += gamma) {
         const mc_tab *tab = wtab + s;
-        size_t n_acc;
-        if (f - h < gamma) {
-            size_t m = f - h;
-            memmove(ua, ua + h, m * sizeof *ua);
-            h = 0;
-            draw_k(&a, ua + m, 64);
-            f = m + 64;
-        }
-#if MC_VARIANT == 1
-        /* Every position is drafted and tested; bit i of mask says whether position i would
-         * accept. The first rejection ends the iteration: positions after it only cost time. */
         uint64_t mask = 0;
         for (size_t i = 0; i < gamma; i++) {
             uint32_t x = mc_draw(tab[i].q, Vs, last, ud[i]);
             out[i] = (int32_t)x;
-            mask |= (uint64_t)(ua[h + i] < tab[i].thr[x]) << i;
+            mask |= (uint64_t)(ua[i] < tab[i].thr[x]) << i;
         }
-        n_acc = mask == UINT64_MAX ? 64 : (size_t)__builtin_ctzll(~mask);
+        size_t n_acc = mask == UINT64_MAX ? 64 : (size_t)__builtin_ctzll(~mask);
         if (n_acc > gamma) n_acc = gamma;
-        h += n_acc + (n_acc < gamma);
-#else
-        for (n_acc = 0; n_acc < gamma; n_acc++) {
-            uint32_t x = mc_draw(tab[n_acc].q, Vs, last, ud[n_acc]);
-            if (!(ua[h + n_acc] < tab[n_acc].thr[x])) break;
-            out[n_acc] = (int32_t)x;
-        }
-        h += n_acc + (n_acc < gamma);
-#endif
-        const mc_col *lt = n_acc < gamma ? tab[n_acc].r : tab[gamma].p;
+        /* The residual table of the rejected position, or p's at the bonus position, picked by
+         * arithmetic: a conditional here compiles to another branch on a coin flip. */
+        size_t off = offsetof(mc_tab, r) + (size_t)(n_acc == gamma) * (offsetof(mc_tab, p) - offsetof(mc_tab, r));
+        const mc_col *lt = *(const mc_col *const *)((const char *)&tab[n_acc] + off);
         out[n_acc] = (int32_t)mc_draw(lt, Vs, last, ur[j]);
         size_t k = n_acc + 1;
         hist[k]++;
@@ -514,12 +501,13 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
         mc_buf fb = {0};
         if (fused) {
             fb.ud = malloc(SL_MC_BLOCK * gamma * sizeof *fb.ud);
+            fb.ua = malloc(SL_MC_BLOCK * gamma * sizeof *fb.ua);
             fb.ur = malloc(SL_MC_BLOCK * sizeof *fb.ur);
         }
         double *pbuf = need_pcopy ? malloc((gamma + 1) * V * sizeof *pbuf) : NULL; /* (gamma+1, V) */
         uint64_t hist[SL_SPEC_GAMMA_MAX + 2] = {0};
         int32_t drafts[SL_SPEC_GAMMA_MAX];
-        int ok = !rc && (fused ? fb.ud && fb.ur : w != NULL) && (!need_pcopy || pbuf);
+        int ok = !rc && (fused ? fb.ud && fb.ua && fb.ur : w != NULL) && (!need_pcopy || pbuf);
         if (!ok && !rc) rc = sl_fail(SL_EFAIL, "out of memory allocating Monte Carlo workspace");
         /* Blocks, not iterations, are the unit of randomness: block b draws from the streams
          * seeded with (seed, stream, b), so which thread runs it changes nothing. */
@@ -545,11 +533,17 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
                     memcpy(pbuf, pw, (gamma + 1) * V * sizeof *pbuf);
                     pw = pbuf;
                 }
+                unsigned slots = rr.n_slots;
                 rc = sl_spec_verify(&pl->cfg, gamma, V, qw, pw, drafts, acc, &rr.base, w, &out);
                 if (rc) {
                     ok = 0;
                     break;
                 }
+                /* Every iteration takes gamma uniforms from the accept stream and tests with the
+                 * first ones (sl_spec_verify draws each through uniform_new, which counts them in
+                 * n_slots); the rest are skipped, so that iteration j's uniforms sit at a fixed
+                 * place in the block's stream. */
+                for (size_t u = rr.n_slots - slots; u < gamma; u++) (void)sl_rng_uniform53(rr.accept);
                 size_t k = out.n_emitted;
                 hist[k]++;
                 if (o->tokens) {
@@ -570,6 +564,7 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
         }
         free(pbuf);
         free(fb.ud);
+        free(fb.ua);
         free(fb.ur);
         sl_spec_work_free(w);
         if (rr.draft) sl_rand_rng_free(&rr);
