@@ -124,6 +124,59 @@ Test(mc, thread_count_does_not_change_results)
     sl_mc_plan_free(p);
 }
 
+/* The reference path (every iteration through sl_spec_draft + sl_spec_verify, as `speclab verify`
+ * runs it) is thread-count invariant too, for a rule with its own streams (sampler-match draws
+ * from the target stream) and for a wrong variant; N is not a multiple of the block size. */
+Test(mc, reference_path_thread_count_does_not_change_results)
+{
+    const sl_rule rules[] = {SL_RULE_EXACT, SL_RULE_SAMPLER_MATCH, SL_BUG_SHARED_UNIFORM};
+    const size_t N = 3001, gamma = 3;
+    for (int r = 0; r < 3; r++) {
+        sl_mc_plan *p = family_plan(SL_FAMILY_NOISY, 50, gamma, 0.6, rules[r]);
+        int32_t *t1 = calloc(N * (gamma + 1), sizeof *t1), *t2 = calloc(N * (gamma + 1), sizeof *t2);
+        sl_mc_opts o1 = {N, 5, 1, t1, NULL, 1}, o2 = {N, 5, 2, t2, NULL, 1};
+        sl_mc_result r1, r2;
+        cr_assert_eq(sl_mc_run(p, &o1, &r1), SL_OK);
+        cr_assert_eq(sl_mc_run(p, &o2, &r2), SL_OK);
+        r1.elapsed_s = r2.elapsed_s = 0;
+        cr_assert_eq(memcmp(&r1, &r2, sizeof r1), 0, "rule %d", r);
+        cr_assert_eq(memcmp(t1, t2, N * (gamma + 1) * sizeof *t1), 0, "rule %d", r);
+        free(t1);
+        free(t2);
+        sl_mc_plan_free(p);
+    }
+}
+
+/* The fused loop at the edges of its bit mask: gamma = 1, an odd gamma, and gamma = 64 where an
+ * iteration that accepts every draft sets all 64 bits (identical pair: always). Byte-identical to
+ * the reference path; N is not a multiple of the block size. */
+Test(mc, fused_loop_equals_reference_at_extreme_gammas)
+{
+    const size_t gammas[] = {1, 5, 64}, N = 1000;
+    const sl_mc_family fams[] = {SL_FAMILY_IDENTICAL, SL_FAMILY_NOISY};
+    for (int g = 0; g < 3; g++)
+        for (int f = 0; f < 2; f++) {
+            size_t gamma = gammas[g];
+            sl_mc_plan *p = family_plan(fams[f], 40, gamma, 0.3, SL_RULE_EXACT);
+            int32_t *t1 = calloc(N * (gamma + 1), sizeof *t1), *t2 = calloc(N * (gamma + 1), sizeof *t2);
+            uint8_t *n1 = calloc(N, 1), *n2 = calloc(N, 1);
+            sl_mc_opts fast = {N, 3, 1, t1, n1, 0}, ref = {N, 3, 1, t2, n2, 1};
+            sl_mc_result a, b;
+            cr_assert_eq(sl_mc_run(p, &fast, &a), SL_OK);
+            cr_assert_eq(sl_mc_run(p, &ref, &b), SL_OK);
+            cr_assert_eq(memcmp(t1, t2, N * (gamma + 1) * sizeof *t1), 0, "gamma %zu family %d", gamma, f);
+            cr_assert_eq(memcmp(n1, n2, N), 0);
+            a.elapsed_s = b.elapsed_s = 0;
+            cr_assert_eq(memcmp(&a, &b, sizeof a), 0);
+            if (f == 0) cr_assert_eq(a.hist[gamma + 1], N, "identical pair: every draft accepted");
+            free(t1);
+            free(t2);
+            free(n1);
+            free(n2);
+            sl_mc_plan_free(p);
+        }
+}
+
 /* The fused loop of the exact and lenient rules is the fast twin of sl_spec_draft + sl_spec_verify:
  * byte-identical tokens for the same seed on i.i.d., positional and sliding layouts. */
 Test(mc, fused_loop_equals_reference_sampler)
