@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include <gsl/gsl_randist.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 #include <omp.h>
 
 #include "sl_common.h"
@@ -395,27 +398,52 @@ static inline uint32_t mc_draw(const mc_col *c, double Vs, int64_t last, uint64_
     return ((uint32_t)col & keep) | (c[col].alias & ~keep);
 }
 
-/* Iterations t0..t1-1, all of block t0 / SL_MC_BLOCK (or its first part), for the exact and
- * lenient rules: the fast twin of sl_spec_draft + sl_spec_verify with accelerators. It draws the
- * same uniforms from the same streams in the same order as they do: gamma draft uniforms per
- * iteration (sl_spec_draft runs for every position before verification; uniforms of positions
- * after a rejection are drawn and not used), one accept uniform per tested position, one
- * resample uniform for the residual or bonus token. The generators are inline xoshiro256** with
- * the very states of the gsl_rng streams, so the tokens are bit-identical (tests/test_mc.c). */
-/* Per-thread buffers of the fused loop: a block's uniforms, as k (u = k 2^-53). */
-typedef struct {
-    uint64_t *ud; /* (SL_MC_BLOCK * gamma) draft uniforms */
-    uint64_t *ua; /* (SL_MC_BLOCK * gamma) accept uniforms */
-    uint64_t *ur; /* (SL_MC_BLOCK) resample uniforms */
-} mc_buf;
+/* Per-thread buffer of the fused loop: a block's uniforms as k (u = k 2^-53), (SL_MC_BLOCK * gamma)
+ * rows of 4: [0] draft, [1] accept, [2] resample (only rows < SL_MC_BLOCK used), [3] unused. */
+typedef uint64_t mc_row4[4];
 
-/* Fills dst (n) with the top 53 bits of the next n outputs of g. The state is copied into a local
- * that never has its address taken, so it stays in registers through the loop. */
-static inline void draw_k(sl_xoshiro *g, uint64_t *dst, size_t n)
+/* Fills out (n) with the top 53 bits of the next n outputs of four xoshiro256** generators side by
+ * side: out[j][l] from g[l]. With AVX2 the four advance together in one 256-bit register (the
+ * multiplications by 5 and 9 are shifts and adds, exact modulo 2^64 like the scalar ones), which
+ * costs about a third of four scalar steps; the values are those of sl_xoshiro_next. */
+static void draw4(sl_xoshiro g[4], mc_row4 *out, size_t n)
 {
-    sl_xoshiro x = *g;
-    for (size_t j = 0; j < n; j++) dst[j] = sl_xoshiro_next(&x) >> 11;
-    *g = x;
+#if defined(__AVX2__)
+#define ROTL4(x, k) _mm256_or_si256(_mm256_slli_epi64((x), (k)), _mm256_srli_epi64((x), 64 - (k)))
+    __m256i s[4];
+    for (int w = 0; w < 4; w++)
+        s[w] = _mm256_set_epi64x((long long)g[3].s[w], (long long)g[2].s[w], (long long)g[1].s[w], (long long)g[0].s[w]);
+    __m256i s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
+    for (size_t j = 0; j < n; j++) {
+        __m256i r = _mm256_add_epi64(_mm256_slli_epi64(s1, 2), s1); /* s1 * 5 */
+        r = ROTL4(r, 7);
+        r = _mm256_add_epi64(_mm256_slli_epi64(r, 3), r); /* * 9 */
+        __m256i t = _mm256_slli_epi64(s1, 17);
+        s2 = _mm256_xor_si256(s2, s0);
+        s3 = _mm256_xor_si256(s3, s1);
+        s1 = _mm256_xor_si256(s1, s2);
+        s0 = _mm256_xor_si256(s0, s3);
+        s2 = _mm256_xor_si256(s2, t);
+        s3 = ROTL4(s3, 45);
+        _mm256_storeu_si256((__m256i *)out[j], _mm256_srli_epi64(r, 11));
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+    for (int w = 0; w < 4; w++) {
+        uint64_t v[4];
+        _mm256_storeu_si256((__m256i *)v, s[w]);
+        for (int l = 0; l < 4; l++) g[l].s[w] = v[l];
+    }
+#undef ROTL4
+#else
+    sl_xoshiro x0 = g[0], x1 = g[1], x2 = g[2], x3 = g[3];
+    for (size_t j = 0; j < n; j++) {
+        out[j][0] = sl_xoshiro_next(&x0) >> 11;
+        out[j][1] = sl_xoshiro_next(&x1) >> 11;
+        out[j][2] = sl_xoshiro_next(&x2) >> 11;
+        out[j][3] = sl_xoshiro_next(&x3) >> 11;
+    }
+    g[0] = x0, g[1] = x1, g[2] = x2, g[3] = x3;
+#endif
 }
 
 /* Iterations t0..t1-1, all of block t0 / SL_MC_BLOCK (or its first part), for the exact and
@@ -431,7 +459,7 @@ static inline void draw_k(sl_xoshiro *g, uint64_t *dst, size_t n)
  * predictor to miss on the coin flips. Not inlined into the OpenMP body, so that it gets the
  * registers to itself. */
 __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl_mc_opts *o, size_t t0, size_t t1,
-                                                  mc_buf *bf, uint64_t *hist)
+                                                  mc_row4 *bf, uint64_t *hist)
 {
     const size_t gamma = pl->gamma, n_src = pl->n_src, n = t1 - t0;
     const int sliding = pl->layout == SL_MC_SLIDING;
@@ -441,23 +469,22 @@ __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl
     int32_t *const tokens = o->tokens;
     uint8_t *const n_emitted = o->n_emitted;
     const mc_tab *const wtab = pl->wtab;
-    sl_xoshiro g;
-    const uint64_t *ud = bf->ud, *ua = bf->ua, *ur = bf->ur;
-    sl_xoshiro_seed(&g, o->seed, SL_STREAM_DRAFT, blk);
-    draw_k(&g, bf->ud, n * gamma);
-    sl_xoshiro_seed(&g, o->seed, SL_STREAM_ACCEPT, blk);
-    draw_k(&g, bf->ua, n * gamma);
-    sl_xoshiro_seed(&g, o->seed, SL_STREAM_RESAMPLE, blk);
-    draw_k(&g, bf->ur, n);
+    sl_xoshiro g[4] = {{{0}}};
+    sl_xoshiro_seed(&g[0], o->seed, SL_STREAM_DRAFT, blk);
+    sl_xoshiro_seed(&g[1], o->seed, SL_STREAM_ACCEPT, blk);
+    sl_xoshiro_seed(&g[2], o->seed, SL_STREAM_RESAMPLE, blk);
+    g[3] = g[2]; /* a lane with nothing to do */
+    draw4(g, bf, n * gamma);
+    const mc_row4 *u = bf;
     size_t s = window_start(pl, t0);
     int32_t out[SL_SPEC_GAMMA_MAX + 1];
-    for (size_t j = 0; j < n; j++, ud += gamma, ua += gamma) {
+    for (size_t j = 0; j < n; j++, u += gamma) {
         const mc_tab *tab = wtab + s;
         uint64_t mask = 0;
         for (size_t i = 0; i < gamma; i++) {
-            uint32_t x = mc_draw(tab[i].q, Vs, last, ud[i]);
+            uint32_t x = mc_draw(tab[i].q, Vs, last, u[i][0]);
             out[i] = (int32_t)x;
-            mask |= (uint64_t)(ua[i] < tab[i].thr[x]) << i;
+            mask |= (uint64_t)(u[i][1] < tab[i].thr[x]) << i;
         }
         size_t n_acc = mask == UINT64_MAX ? 64 : (size_t)__builtin_ctzll(~mask);
         if (n_acc > gamma) n_acc = gamma;
@@ -465,7 +492,7 @@ __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl
          * arithmetic: a conditional here compiles to another branch on a coin flip. */
         size_t off = offsetof(mc_tab, r) + (size_t)(n_acc == gamma) * (offsetof(mc_tab, p) - offsetof(mc_tab, r));
         const mc_col *lt = *(const mc_col *const *)((const char *)&tab[n_acc] + off);
-        out[n_acc] = (int32_t)mc_draw(lt, Vs, last, ur[j]);
+        out[n_acc] = (int32_t)mc_draw(lt, Vs, last, bf[j][2]);
         size_t k = n_acc + 1;
         hist[k]++;
         if (tokens) {
@@ -498,16 +525,11 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
         sl_rand_rng rr = {0};
         int rc = fused ? SL_OK : sl_rand_rng_init(&rr, o->seed, 0);
         sl_spec_work *w = rc || fused ? NULL : sl_spec_work_alloc(gamma, V);
-        mc_buf fb = {0};
-        if (fused) {
-            fb.ud = malloc(SL_MC_BLOCK * gamma * sizeof *fb.ud);
-            fb.ua = malloc(SL_MC_BLOCK * gamma * sizeof *fb.ua);
-            fb.ur = malloc(SL_MC_BLOCK * sizeof *fb.ur);
-        }
+        mc_row4 *fb = fused ? malloc(SL_MC_BLOCK * gamma * sizeof *fb) : NULL;
         double *pbuf = need_pcopy ? malloc((gamma + 1) * V * sizeof *pbuf) : NULL; /* (gamma+1, V) */
         uint64_t hist[SL_SPEC_GAMMA_MAX + 2] = {0};
         int32_t drafts[SL_SPEC_GAMMA_MAX];
-        int ok = !rc && (fused ? fb.ud && fb.ua && fb.ur : w != NULL) && (!need_pcopy || pbuf);
+        int ok = !rc && (fused ? fb != NULL : w != NULL) && (!need_pcopy || pbuf);
         if (!ok && !rc) rc = sl_fail(SL_EFAIL, "out of memory allocating Monte Carlo workspace");
         /* Blocks, not iterations, are the unit of randomness: block b draws from the streams
          * seeded with (seed, stream, b), so which thread runs it changes nothing. */
@@ -516,7 +538,7 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
             if (!ok) continue;
             size_t tb = b * SL_MC_BLOCK, te = tb + SL_MC_BLOCK < N ? tb + SL_MC_BLOCK : N;
             if (fused) {
-                fused_block(pl, o, tb, te, &fb, hist);
+                fused_block(pl, o, tb, te, fb, hist);
                 continue;
             }
             sl_rand_rng_reseed(&rr, o->seed, b);
@@ -563,9 +585,7 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
             }
         }
         free(pbuf);
-        free(fb.ud);
-        free(fb.ua);
-        free(fb.ur);
+        free(fb);
         sl_spec_work_free(w);
         if (rr.draft) sl_rand_rng_free(&rr);
     }
