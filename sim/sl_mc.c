@@ -195,10 +195,19 @@ done:
 
 /* ---- plan ---- */
 
-/* One alias-table column: the values of sl_alias's prob[c] and alias[c]. */
+/* One alias-table column c of V, in integers. sl_alias_sample_u(a, u) for u = k 2^-53 computes
+ * x = fl(u V), column min(floor(x), V-1), and keeps the column if x - column < prob[c]. With
+ * y = k V / 2^53 exactly, c = floor(y) and m = k V mod 2^53, the draw is integer arithmetic:
+ *   - x rounds y to the nearest double; it can reach c + 1 only when 2^53 - m <= 2^e (half an ulp,
+ *     2^e <= c), i.e. within less than V of the column's end: at most one k per column, the last
+ *     one (m >= 2^53 - V), whose token is precomputed: last;
+ *   - otherwise x is in [c, c+1), x - c is exact and grows with k, so the column is kept exactly
+ *     for k < keep_below.
+ * mc_col_build finds keep_below and last by evaluating sl_alias_sample_u's own arithmetic, and
+ * tests/test_mc.c compares the two draws at every column's edges and thresholds. */
 typedef struct {
-    double prob;
-    uint32_t alias, pad;
+    uint64_t keep_below;
+    uint32_t alias, last;
 } mc_col;
 
 /* The fused loop's tables for one row. */
@@ -274,6 +283,33 @@ void sl_mc_plan_free(sl_mc_plan *pl)
     free(pl->thr);
     free(pl->wtab);
     free(pl);
+}
+
+/* The keep test of sl_alias_sample_u for u = k 2^-53 in column c: that its column is c and that
+ * x - c < prob[c] (the same operations, so the same answer). */
+static int alias_keeps(const sl_alias *a, size_t c, uint64_t k)
+{
+    double x = (double)k * 0x1.0p-53 * (double)a->V;
+    size_t col = (size_t)x;
+    if (col >= a->V) col = a->V - 1;
+    return col == c && x - (double)col < a->prob[col];
+}
+
+/* Column c of a as an mc_col (see there). */
+static mc_col mc_col_build(const sl_alias *a, size_t c)
+{
+    const unsigned __int128 two53 = (unsigned __int128)1 << 53, V = a->V;
+    /* k in [k0, k1] have floor(k V / 2^53) = c. */
+    uint64_t k0 = (uint64_t)((c * two53 + V - 1) / V), k1 = (uint64_t)(((c + 1) * two53 + V - 1) / V) - 1;
+    mc_col col = {0, a->alias[c], (uint32_t)sl_alias_sample_u(a, (double)k1 * 0x1.0p-53)};
+    /* keep_below: the first k in [k0, k1) that is not kept (k1 if none); keeping is a prefix of
+     * the range. Start from the real-number estimate and step to the exact place. */
+    long double est = ((long double)c + (long double)a->prob[c]) * 0x1.0p53L / (long double)a->V;
+    uint64_t g = est <= (long double)k0 ? k0 : est >= (long double)k1 ? k1 : (uint64_t)ceill(est);
+    while (g > k0 && !alias_keeps(a, c, g - 1)) g--;
+    while (g < k1 && alias_keeps(a, c, g)) g++;
+    col.keep_below = g;
+    return col;
 }
 
 int sl_mc_plan_alloc(const sl_mc_source *src, size_t gamma, const sl_spec_config *cfg, sl_mc_plan **out)
@@ -353,9 +389,9 @@ int sl_mc_plan_alloc(const sl_mc_source *src, size_t gamma, const sl_spec_config
             const double *p = pl->p + i * V, *q = pl->q + i * V;
             for (size_t x = 0; x < V; x++) {
                 size_t j = i * V + x;
-                pl->fq[j] = (mc_col){pl->qa[i]->prob[x], pl->qa[i]->alias[x], 0};
-                pl->fr[j] = (mc_col){pl->ra[i]->prob[x], pl->ra[i]->alias[x], 0};
-                pl->fp[j] = (mc_col){pl->pa[i]->prob[x], pl->pa[i]->alias[x], 0};
+                pl->fq[j] = mc_col_build(pl->qa[i], x);
+                pl->fr[j] = mc_col_build(pl->ra[i], x);
+                pl->fp[j] = mc_col_build(pl->pa[i], x);
                 /* The very expression of sl_spec_verify, so the same double; scaling by 2^53 is
                  * exact, so the integer test decides exactly as the double one. */
                 double t = q[x] > 0 ? p[x] / (l * q[x]) : (p[x] > 0 ? 1.0 : 0.0);
@@ -383,19 +419,19 @@ fail:
 
 /* ---- the loop ---- */
 
-/* sl_alias_sample_u on a packed column table for the uniform u = k 2^-53 (k < 2^53, the top 53
- * bits of a xoshiro output): the same arithmetic (x = u V, column floor(x) clamped to V-1, keep the
- * column if x - column < prob), so the same token. k Vs with Vs = V 2^-53 is u V rounded once, as
- * u * V is (both scalings by 2^-53 are exact). Integer conversions are signed: x < V <= INT32_MAX. */
-static inline uint32_t mc_draw(const mc_col *c, double Vs, int64_t last, uint64_t k)
+/* sl_alias_sample_u for u = k 2^-53 (k < 2^53, the top 53 bits of a xoshiro output) on a column
+ * table (see mc_col): the same token in integer arithmetic. V11 = V 2^11, so the 128-bit product
+ * k V11 holds floor(k V / 2^53) in its high half and (k V mod 2^53) 2^11 in its low half;
+ * last_lo = (2^53 - V) 2^11 marks the last k of a column. Selected without branches: which side
+ * wins is a coin flip the predictor cannot learn. */
+static inline uint32_t mc_draw(const mc_col *c, uint64_t V11, uint64_t last_lo, uint64_t k)
 {
-    double x = (double)(int64_t)k * Vs;
-    int64_t col = (int64_t)x;
-    if (col > last) col = last;
-    double frac = x - (double)col;
-    /* Select without a branch: which side wins is a coin flip the predictor cannot learn. */
-    uint32_t keep = -(uint32_t)(frac < c[col].prob);
-    return ((uint32_t)col & keep) | (c[col].alias & ~keep);
+    unsigned __int128 pr = (unsigned __int128)k * V11;
+    uint64_t col = (uint64_t)(pr >> 64), lo = (uint64_t)pr;
+    const mc_col *e = c + col;
+    uint32_t keep = -(uint32_t)(k < e->keep_below), end = -(uint32_t)(lo >= last_lo);
+    uint32_t r = ((uint32_t)col & keep) | (e->alias & ~keep);
+    return (e->last & end) | (r & ~end);
 }
 
 /* Per-thread buffer of the fused loop: a block's uniforms as k (u = k 2^-53), (SL_MC_BLOCK * gamma)
@@ -463,8 +499,7 @@ __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl
 {
     const size_t gamma = pl->gamma, n_src = pl->n_src, n = t1 - t0;
     const int sliding = pl->layout == SL_MC_SLIDING;
-    const double Vs = (double)pl->V * 0x1.0p-53;
-    const int64_t last = (int64_t)pl->V - 1;
+    const uint64_t V11 = (uint64_t)pl->V << 11, last_lo = (((uint64_t)1 << 53) - pl->V) << 11;
     const uint64_t blk = t0 / SL_MC_BLOCK;
     int32_t *const tokens = o->tokens;
     uint8_t *const n_emitted = o->n_emitted;
@@ -482,7 +517,7 @@ __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl
         const mc_tab *tab = wtab + s;
         uint64_t mask = 0;
         for (size_t i = 0; i < gamma; i++) {
-            uint32_t x = mc_draw(tab[i].q, Vs, last, u[i][0]);
+            uint32_t x = mc_draw(tab[i].q, V11, last_lo, u[i][0]);
             out[i] = (int32_t)x;
             mask |= (uint64_t)(u[i][1] < tab[i].thr[x]) << i;
         }
@@ -492,7 +527,7 @@ __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl
          * arithmetic: a conditional here compiles to another branch on a coin flip. */
         size_t off = offsetof(mc_tab, r) + (size_t)(n_acc == gamma) * (offsetof(mc_tab, p) - offsetof(mc_tab, r));
         const mc_col *lt = *(const mc_col *const *)((const char *)&tab[n_acc] + off);
-        out[n_acc] = (int32_t)mc_draw(lt, Vs, last, bf[j][2]);
+        out[n_acc] = (int32_t)mc_draw(lt, V11, last_lo, bf[j][2]);
         size_t k = n_acc + 1;
         hist[k]++;
         if (tokens) {
@@ -604,6 +639,19 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
     res->target_calls = N;
     if (status) return sl_fail(status, "%s", errbuf[0] ? errbuf : "Monte Carlo iteration failed");
     return SL_OK;
+}
+
+int64_t sl_mc_plan_fused_draw(const sl_mc_plan *pl, int which, size_t row, uint64_t k)
+{
+    if (!pl->wtab || which < 0 || which > 2 || row >= pl->n_src) return -1;
+    const mc_col *t = (which == 0 ? pl->fq : which == 1 ? pl->fr : pl->fp) + row * pl->V;
+    return mc_draw(t, (uint64_t)pl->V << 11, (((uint64_t)1 << 53) - pl->V) << 11, k);
+}
+
+const sl_alias *sl_mc_plan_alias(const sl_mc_plan *pl, int which, size_t row)
+{
+    if (!pl->wtab || which < 0 || which > 2 || row >= pl->n_src) return NULL;
+    return which == 0 ? pl->qa[row] : which == 1 ? pl->ra[row] : pl->pa[row];
 }
 
 /* ---- predictions ---- */

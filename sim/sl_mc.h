@@ -102,6 +102,11 @@ size_t sl_mc_plan_rows(const sl_mc_plan *plan);
 const double *sl_mc_plan_p(const sl_mc_plan *plan, size_t row);
 const double *sl_mc_plan_q(const sl_mc_plan *plan, size_t row);
 sl_mc_layout sl_mc_plan_layout(const sl_mc_plan *plan);
+/* For tests: the fused loop's integer alias draw for u = k 2^-53 (k < 2^53) from table `which`
+ * (0 = q, 1 = residual, 2 = p) of distinct row `row`, and the sl_alias table it must agree with
+ * token for token. -1 / NULL when the plan has no fused loop (rules other than exact and lenient). */
+int64_t sl_mc_plan_fused_draw(const sl_mc_plan *plan, int which, size_t row, uint64_t k);
+const sl_alias *sl_mc_plan_alias(const sl_mc_plan *plan, int which, size_t row);
 const sl_spec_config *sl_mc_plan_config(const sl_mc_plan *plan);
 
 /* Iterations per block of randomness: block b (iterations b*SL_MC_BLOCK ...) draws from the streams
