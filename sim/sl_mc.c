@@ -429,9 +429,9 @@ static inline uint32_t mc_draw(const mc_col *c, uint64_t V11, uint64_t last_lo, 
     unsigned __int128 pr = (unsigned __int128)k * V11;
     uint64_t col = (uint64_t)(pr >> 64), lo = (uint64_t)pr;
     const mc_col *e = c + col;
-    uint32_t keep = -(uint32_t)(k < e->keep_below), end = -(uint32_t)(lo >= last_lo);
-    uint32_t r = ((uint32_t)col & keep) | (e->alias & ~keep);
-    return (e->last & end) | (r & ~end);
+    uint32_t alias = e->alias, lastk = e->last;
+    uint32_t r = k < e->keep_below ? (uint32_t)col : alias;
+    return lo >= last_lo ? lastk : r;
 }
 
 /* Per-thread buffer of the fused loop: a block's uniforms as k (u = k 2^-53), (SL_MC_BLOCK * gamma)
