@@ -153,6 +153,20 @@ Test(mc, reference_path_thread_count_does_not_change_results)
 Test(mc, fused_loop_equals_reference_at_extreme_gammas)
 {
     const size_t gammas[] = {1, 5, 64}, N = 1000;
+    {
+        /* V >= 16384: the loop that prefetches table columns */
+        const size_t g4 = 4, V = 20000;
+        sl_mc_plan *p = family_plan(SL_FAMILY_NOISY, V, g4, 0.5, SL_RULE_EXACT);
+        int32_t *t1 = calloc(N * (g4 + 1), sizeof *t1), *t2 = calloc(N * (g4 + 1), sizeof *t2);
+        sl_mc_opts fast = {N, 4, 1, t1, NULL, 0}, ref = {N, 4, 1, t2, NULL, 1};
+        sl_mc_result a, b;
+        cr_assert_eq(sl_mc_run(p, &fast, &a), SL_OK);
+        cr_assert_eq(sl_mc_run(p, &ref, &b), SL_OK);
+        cr_assert_eq(memcmp(t1, t2, N * (g4 + 1) * sizeof *t1), 0, "V %zu", V);
+        free(t1);
+        free(t2);
+        sl_mc_plan_free(p);
+    }
     const sl_mc_family fams[] = {SL_FAMILY_IDENTICAL, SL_FAMILY_NOISY};
     for (int g = 0; g < 3; g++)
         for (int f = 0; f < 2; f++) {
