@@ -8,6 +8,9 @@ DEB_PKGS = build-essential pkg-config libgsl-dev libopenblas-dev libhdf5-dev lib
            libjson-c-dev libpcre2-dev gnuplot-nox python3 python3-numpy python3-scipy python3-h5py
 
 PKGS = gsl openblas hdf5 json-c libpcre2-8
+# analysis/sl_log: raw HDF5 chunks inflated by libdeflate, sha256 of model files by nettle.
+DEB_PKGS += libdeflate-dev nettle-dev
+PKGS += libdeflate nettle
 # pkg-config is asked lazily so that `make deps` works before the packages exist.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null | sed 's/-lgslcblas//')
@@ -56,6 +59,13 @@ deps:
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# The source revision recorded in every HDF5 log (analysis/LOG_SCHEMA.md): git describe at build
+# time, "unknown" outside a git checkout. sl_log.o is rebuilt whenever it changes.
+SL_REVISION := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
+$(shell mkdir -p $(BUILD); [ "$$(cat $(BUILD)/revision 2>/dev/null)" = "$(SL_REVISION)" ] || echo "$(SL_REVISION)" > $(BUILD)/revision)
+$(BUILD)/analysis/sl_log.o: CFLAGS += -DSL_SOURCE_REVISION='"$(SL_REVISION)"'
+$(BUILD)/analysis/sl_log.o: $(BUILD)/revision
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@

@@ -25,3 +25,30 @@ out=$("$S" verify)
 printf '%s\n' "$out" | sed -n 1,3p
 out=$("$S" verify --rule bug-resample-from-p 2>&1 || true)
 printf '%s\n' "$out" | sed -n 1,4p
+
+echo
+echo "== measure: a synthetic target/draft pair logged to HDF5 (crash-safe shards, resumable) =="
+D=$(mktemp -d)
+"$S" measure --synthetic noisy --vocab 2000 --noise 0.8 --sequences 24 --tokens 96 --out "$D/m.h5"
+echo
+echo "== analyze: alpha with a bootstrap CI over sequences, acceptance per position, lenience, policies =="
+"$S" analyze "$D/m.h5" --c 0.05 --gamma-max 8 > "$D/report.txt"
+for sec in summary acceptance_by_position expected_tokens lenience other_rules optimal_gamma; do
+  awk -v s="# $sec" '$0 == s { on = 1 } on && /^$/ { exit } on' "$D/report.txt"; echo
+done
+awk '$0 == "# dynamic_gamma" { on = 1 } on && /^$/ { exit } on && (++k <= 2 || $1 == "0.05")' "$D/report.txt"
+echo
+echo "== recommend: the gamma to deploy at c = 0.05, its speedup CI, latency of a 128-token answer =="
+"$S" recommend "$D/m.h5" --c 0.05
+rm -rf "$D"
+echo
+echo "== generate: speculative decoding with real (random-weight) models; a model drafting for itself accepts everything =="
+T=$(mktemp -d)
+"$S" model init --arch llama --config '{"vocab_size":4096,"n_layer":2,"n_head":4,"n_kv_head":2,"d_model":64,"d_ff":192,"max_seq_len":256}' \
+  --seed 1 --init-std 0.1 --tokenizer-json models/tokenizer.json --out "$T/target.st"
+"$S" model init --arch llama --config '{"vocab_size":4096,"n_layer":1,"n_head":4,"n_kv_head":2,"d_model":64,"d_ff":192,"max_seq_len":256}' \
+  --seed 2 --init-std 0.1 --tokenizer-json models/tokenizer.json --out "$T/draft.st"
+"$S" model info "$T/target.st" | sed -n 1,12p
+"$S" generate --target "$T/target.st" --draft "$T/draft.st" --gamma 4 --prompt "int main(void)" --tokens 32 --seed 1
+"$S" generate --target "$T/target.st" --draft "$T/target.st" --gamma 4 --prompt "int main(void)" --tokens 32 --seed 1 | tail -2
+rm -rf "$T"

@@ -1,0 +1,67 @@
+/*
+ * sl_kern.h: the compute kernels of the inference engine.
+ *
+ * The one that matters is sl_kern_matmul, y(n, out) = x(n, in) · W(out, in)^T (+ bias): decoding
+ * one token (n = 1) and verifying gamma+1 tokens (n <= 16) are both bound by reading W from memory,
+ * so the kernel reads each weight row from memory once for all n tokens: rows are taken four at a
+ * time, and the tokens in passes of three over those rows while they sit in L1/L2 (4 rows x 3
+ * tokens = 12 AVX2 accumulators). f16 and bf16 weights are converted to float32 in registers as
+ * they are loaded (F16C / shift), so they are used in place from the mapping at half the bytes.
+ *
+ * Determinism: each output y[t][o] is computed by one thread, in one fixed order (8-lane partial
+ * sums over k, a fixed horizontal sum, then the scalar tail, then the bias), whatever n, the token
+ * pass it falls in, and the thread count. So results do not depend on OMP_NUM_THREADS, and a token
+ * scored in a block of n gets bit-identical matmul outputs to the same token scored alone.
+ */
+#ifndef SL_KERN_H
+#define SL_KERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sl_st.h"
+
+#define SL_KERN_NMAX 16 /* tokens per sl_kern_matmul call */
+
+/* y (n, out) = x (n, in) · W (out, in)^T + bias (out). W has dtype dt, row-major, and may be
+ * unaligned; bias may be NULL. 1 <= n <= SL_KERN_NMAX. Threaded across output rows (OpenMP). */
+void sl_kern_matmul(float *y, const float *x, const void *W, sl_dtype dt, const float *bias, size_t n, size_t in,
+                    size_t out);
+
+/* Several matrices applied to the same input x (n, in) in one parallel region, e.g. the q, k, v
+ * projections: y_i (n, out_i) = x · W_i^T + bias_i. Saves a fork/join per matrix, which matters
+ * when a token takes a few milliseconds on many cores. */
+#define SL_KERN_MAX_MULTI 4
+typedef struct {
+    float *y;          /* (n, out) */
+    const void *w;     /* (out, in) */
+    sl_dtype dt;
+    const float *bias; /* (out) or NULL */
+    size_t out;
+    int add;           /* 0: y = x W^T + b; 1: y += (x W^T + b), a residual connection in the epilogue
+                          (the same bits as computing the product and adding it afterwards) */
+} sl_kern_mm;
+void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in);
+
+/* Attention and activation helpers, AVX2, each output computed in one fixed order:
+ * dot = sum a[k] b[k] (8-lane partial sums, fixed horizontal sum, scalar tail); y += a x;
+ * x = gelu_tanh(x) in place; up = silu(gate) * up in place. The activations use a vectorised
+ * expf (Cephes, ~2 ulp); a row's tail is padded into a vector, so every element of a row goes
+ * through the same code whatever the row length. */
+float sl_kern_dot(const float *a, const float *b, size_t n);
+void sl_kern_axpy(float *y, float a, const float *x, size_t n);
+void sl_kern_gelu(float *x, size_t n);
+void sl_kern_silu_mul(float *up, const float *gate, size_t n);
+
+/* Converts n elements of dtype dt at src (possibly unaligned) to float32. */
+void sl_kern_to_f32(float *dst, const void *src, sl_dtype dt, size_t n);
+/* Rounds float32 to dt (round to nearest even) and writes n elements at dst. */
+void sl_kern_from_f32(void *dst, const float *src, sl_dtype dt, size_t n);
+
+/* Scalar conversions used by the tests' reference and by the initialiser. */
+float sl_f16_to_f32(uint16_t h);
+uint16_t sl_f32_to_f16(float f);
+float sl_bf16_to_f32(uint16_t h);
+uint16_t sl_f32_to_bf16(float f);
+
+#endif

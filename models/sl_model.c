@@ -1,0 +1,678 @@
+/*
+ * sl_model.c: loading, validating and running GPT-2 and Llama decoders (FORMAT.md). See sl_model.h.
+ *
+ * Sections: config, tensor table, open/close, context, blocks (norms, attention, MLP), forward,
+ * random initialisation.
+ */
+#include "sl_model.h"
+
+#include <gsl/gsl_randist.h>
+#include <json.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sl_common.h"
+#include "sl_kern.h"
+
+/* ---- config ---- */
+
+const char *sl_arch_name(sl_arch a)
+{
+    return a == SL_ARCH_GPT2 ? "gpt2" : "llama";
+}
+
+int sl_arch_parse(const char *s, sl_arch *out)
+{
+    if (!strcmp(s, "gpt2")) *out = SL_ARCH_GPT2;
+    else if (!strcmp(s, "llama")) *out = SL_ARCH_LLAMA;
+    else return sl_fail(SL_EINPUT, "arch '%s' is not gpt2 or llama", s);
+    return SL_OK;
+}
+
+static int get_size(json_object *o, const char *what, const char *key, int required, size_t dflt, size_t *out)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v)) {
+        if (required) return sl_fail(SL_EINPUT, "%s: config lacks \"%s\"", what, key);
+        *out = dflt;
+        return SL_OK;
+    }
+    if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 1 ||
+        json_object_get_int64(v) > (int64_t)1 << 31)
+        return sl_fail(SL_EINPUT, "%s: config \"%s\" must be an integer in [1, 2^31]", what, key);
+    *out = (size_t)json_object_get_int64(v);
+    return SL_OK;
+}
+
+static int get_double(json_object *o, const char *what, const char *key, double dflt, double *out)
+{
+    json_object *v;
+    *out = dflt;
+    if (!json_object_object_get_ex(o, key, &v)) return SL_OK;
+    if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
+        return sl_fail(SL_EINPUT, "%s: config \"%s\" is not a number", what, key);
+    *out = json_object_get_double(v);
+    if (!(*out > 0) || !isfinite(*out)) return sl_fail(SL_EINPUT, "%s: config \"%s\" must be positive", what, key);
+    return SL_OK;
+}
+
+int sl_model_config_parse(const char *json_text, sl_arch arch, const char *what, sl_model_config *c)
+{
+    memset(c, 0, sizeof *c);
+    json_object *o = json_tokener_parse(json_text);
+    if (!o || !json_object_is_type(o, json_type_object)) {
+        json_object_put(o);
+        return sl_fail(SL_EINPUT, "%s: config is not a JSON object", what);
+    }
+    int rc = SL_OK;
+    if (!rc) rc = get_size(o, what, "vocab_size", 1, 0, &c->vocab_size);
+    if (!rc) rc = get_size(o, what, "n_layer", 1, 0, &c->n_layer);
+    if (!rc) rc = get_size(o, what, "n_head", 1, 0, &c->n_head);
+    if (!rc) rc = get_size(o, what, "n_kv_head", 0, c->n_head, &c->n_kv_head);
+    if (!rc) rc = get_size(o, what, "d_model", 1, 0, &c->d_model);
+    if (!rc) rc = get_size(o, what, "d_ff", 1, 0, &c->d_ff);
+    if (!rc) rc = get_size(o, what, "max_seq_len", 1, 0, &c->max_seq_len);
+    if (!rc) rc = get_double(o, what, "norm_eps", 1e-5, &c->norm_eps);
+    if (!rc) rc = get_double(o, what, "rope_theta", 10000.0, &c->rope_theta);
+    c->tied_embeddings = 1;
+    json_object *v;
+    if (!rc && json_object_object_get_ex(o, "tied_embeddings", &v)) {
+        if (!json_object_is_type(v, json_type_boolean))
+            rc = sl_fail(SL_EINPUT, "%s: config \"tied_embeddings\" is not true or false", what);
+        else c->tied_embeddings = json_object_get_boolean(v);
+    }
+    json_object_put(o);
+    if (rc) return rc;
+    if (c->d_model % c->n_head)
+        return sl_fail(SL_EINPUT, "%s: d_model %zu is not a multiple of n_head %zu", what, c->d_model, c->n_head);
+    if (c->n_head % c->n_kv_head)
+        return sl_fail(SL_EINPUT, "%s: n_head %zu is not a multiple of n_kv_head %zu", what, c->n_head, c->n_kv_head);
+    if (arch == SL_ARCH_GPT2 && c->n_kv_head != c->n_head)
+        return sl_fail(SL_EINPUT, "%s: gpt2 needs n_kv_head == n_head (%zu != %zu)", what, c->n_kv_head, c->n_head);
+    if (arch == SL_ARCH_LLAMA && (c->d_model / c->n_head) % 2)
+        return sl_fail(SL_EINPUT, "%s: llama needs an even head_dim (d_model/n_head = %zu)", what,
+                       c->d_model / c->n_head);
+    return SL_OK;
+}
+
+char *sl_model_config_json(const sl_model_config *c, sl_arch arch)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "vocab_size", json_object_new_int64((int64_t)c->vocab_size));
+    json_object_object_add(o, "n_layer", json_object_new_int64((int64_t)c->n_layer));
+    json_object_object_add(o, "n_head", json_object_new_int64((int64_t)c->n_head));
+    json_object_object_add(o, "n_kv_head", json_object_new_int64((int64_t)c->n_kv_head));
+    json_object_object_add(o, "d_model", json_object_new_int64((int64_t)c->d_model));
+    json_object_object_add(o, "d_ff", json_object_new_int64((int64_t)c->d_ff));
+    json_object_object_add(o, "max_seq_len", json_object_new_int64((int64_t)c->max_seq_len));
+    json_object_object_add(o, "norm_eps", json_object_new_double(c->norm_eps));
+    if (arch == SL_ARCH_LLAMA) json_object_object_add(o, "rope_theta", json_object_new_double(c->rope_theta));
+    json_object_object_add(o, "tied_embeddings", json_object_new_boolean(c->tied_embeddings));
+    const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+    char *r = sl_malloc(strlen(s) + 1);
+    if (r) strcpy(r, s);
+    json_object_put(o);
+    return r;
+}
+
+/* ---- the tensor table: names and shapes the config implies ---- */
+
+typedef enum { K_MATRIX, K_NORM, K_BIAS } tkind;
+
+typedef struct {
+    char name[64];
+    int ndim;
+    int64_t shape[2];
+    tkind kind;
+    sl_model_w *wslot;  /* matrices: where the in-place reference goes */
+    float **vslot;      /* vectors: where the converted float32 copy goes */
+} tspec;
+
+/* Fills specs (when not NULL) and returns how many tensors the model has. m may be NULL (count
+ * or init only: slots are then NULL). */
+static size_t tensor_table(sl_arch arch, const sl_model_config *c, sl_model *m, tspec *specs)
+{
+    size_t n = 0;
+    const int64_t d = (int64_t)c->d_model, hd = (int64_t)(c->d_model / c->n_head);
+    const int64_t qd = (int64_t)c->n_head * hd, kvd = (int64_t)c->n_kv_head * hd, ff = (int64_t)c->d_ff;
+    const int gpt2 = arch == SL_ARCH_GPT2;
+#define ADD(KIND, W, V, ND, S0, S1, ...)                                                  \
+    do {                                                                                  \
+        if (specs) {                                                                      \
+            tspec *s = &specs[n];                                                         \
+            snprintf(s->name, sizeof s->name, __VA_ARGS__);                               \
+            s->kind = KIND;                                                               \
+            s->ndim = ND;                                                                 \
+            s->shape[0] = S0;                                                             \
+            s->shape[1] = S1;                                                             \
+            s->wslot = m ? (W) : NULL;                                                    \
+            s->vslot = m ? (V) : NULL;                                                    \
+        }                                                                                 \
+        n++;                                                                              \
+    } while (0)
+    ADD(K_MATRIX, &m->tok_emb, NULL, 2, (int64_t)c->vocab_size, d, "tok_emb.weight");
+    if (gpt2) ADD(K_MATRIX, &m->pos_emb, NULL, 2, (int64_t)c->max_seq_len, d, "pos_emb.weight");
+    for (size_t i = 0; i < c->n_layer; i++) {
+        sl_model_layer *L = m ? &m->layers[i] : NULL;
+        ADD(K_NORM, NULL, &L->attn_norm_w, 1, d, 0, "layers.%zu.attn_norm.weight", i);
+        if (gpt2) ADD(K_BIAS, NULL, &L->attn_norm_b, 1, d, 0, "layers.%zu.attn_norm.bias", i);
+        ADD(K_MATRIX, &L->q, NULL, 2, qd, d, "layers.%zu.attn.q.weight", i);
+        ADD(K_MATRIX, &L->k, NULL, 2, kvd, d, "layers.%zu.attn.k.weight", i);
+        ADD(K_MATRIX, &L->v, NULL, 2, kvd, d, "layers.%zu.attn.v.weight", i);
+        ADD(K_MATRIX, &L->o, NULL, 2, d, qd, "layers.%zu.attn.o.weight", i);
+        if (gpt2) {
+            ADD(K_BIAS, NULL, &L->bq, 1, qd, 0, "layers.%zu.attn.q.bias", i);
+            ADD(K_BIAS, NULL, &L->bk, 1, kvd, 0, "layers.%zu.attn.k.bias", i);
+            ADD(K_BIAS, NULL, &L->bv, 1, kvd, 0, "layers.%zu.attn.v.bias", i);
+            ADD(K_BIAS, NULL, &L->bo, 1, d, 0, "layers.%zu.attn.o.bias", i);
+        }
+        ADD(K_NORM, NULL, &L->mlp_norm_w, 1, d, 0, "layers.%zu.mlp_norm.weight", i);
+        if (gpt2) ADD(K_BIAS, NULL, &L->mlp_norm_b, 1, d, 0, "layers.%zu.mlp_norm.bias", i);
+        ADD(K_MATRIX, &L->up, NULL, 2, ff, d, "layers.%zu.mlp.up.weight", i);
+        if (!gpt2) ADD(K_MATRIX, &L->gate, NULL, 2, ff, d, "layers.%zu.mlp.gate.weight", i);
+        ADD(K_MATRIX, &L->down, NULL, 2, d, ff, "layers.%zu.mlp.down.weight", i);
+        if (gpt2) {
+            ADD(K_BIAS, NULL, &L->bup, 1, ff, 0, "layers.%zu.mlp.up.bias", i);
+            ADD(K_BIAS, NULL, &L->bdown, 1, d, 0, "layers.%zu.mlp.down.bias", i);
+        }
+    }
+    ADD(K_NORM, NULL, &m->final_norm_w, 1, d, 0, "final_norm.weight");
+    if (gpt2) ADD(K_BIAS, NULL, &m->final_norm_b, 1, d, 0, "final_norm.bias");
+    if (!c->tied_embeddings) ADD(K_MATRIX, &m->lm_head, NULL, 2, (int64_t)c->vocab_size, d, "lm_head.weight");
+#undef ADD
+    return n;
+}
+
+/* ---- open / close ---- */
+
+void sl_model_close(sl_model *m)
+{
+    if (!m) return;
+    sl_st_close(m->st);
+    free(m->layers);
+    free(m->vectors);
+    free(m);
+}
+
+static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
+{
+    size_t k = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < ndim && k < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (k < cap) snprintf(buf + k, cap - k, "]");
+}
+
+int sl_model_open(const char *path, sl_model **out)
+{
+    *out = NULL;
+    sl_model *m = sl_calloc(1, sizeof *m);
+    if (!m) return SL_EFAIL;
+    tspec *specs = NULL;
+    int rc = sl_st_open(path, &m->st);
+    if (rc) goto fail;
+    const char *fmt = sl_st_meta(m->st, "format"), *ver = sl_st_meta(m->st, "format_version");
+    const char *arch = sl_st_meta(m->st, "arch"), *cfg = sl_st_meta(m->st, "config");
+    if (!fmt || strcmp(fmt, "speclab-model") || !ver || !arch || !cfg) {
+        rc = sl_fail(SL_EINPUT, "%s: not a speclab model (metadata needs format=speclab-model, format_version, arch, config)",
+                     path);
+        goto fail;
+    }
+    if (strcmp(ver, "1")) {
+        rc = sl_fail(SL_EINPUT, "%s: format_version '%s' is not supported (expected 1)", path, ver);
+        goto fail;
+    }
+    if (sl_arch_parse(arch, &m->arch)) {
+        rc = sl_fail(SL_EINPUT, "%s: arch '%s' is not gpt2 or llama", path, arch);
+        goto fail;
+    }
+    if ((rc = sl_model_config_parse(cfg, m->arch, path, &m->cfg))) goto fail;
+    const sl_model_config *c = &m->cfg;
+    m->head_dim = c->d_model / c->n_head;
+    m->kv_dim = c->n_kv_head * m->head_dim;
+    m->tokenizer_json = sl_st_meta(m->st, "tokenizer");
+    m->layers = sl_calloc(c->n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        rc = SL_EFAIL;
+        goto fail;
+    }
+    size_t n_specs = tensor_table(m->arch, c, m, NULL);
+    specs = sl_malloc(n_specs * sizeof *specs);
+    if (!specs) {
+        rc = SL_EFAIL;
+        goto fail;
+    }
+    tensor_table(m->arch, c, m, specs);
+    size_t n_vec_floats = 0;
+    for (size_t i = 0; i < n_specs; i++) {
+        const tspec *s = &specs[i];
+        const sl_st_tensor *t = sl_st_find(m->st, s->name);
+        if (!t) {
+            rc = sl_fail(SL_EINPUT, "%s: tensor '%s' is missing", path, s->name);
+            goto fail;
+        }
+        int same = t->ndim == s->ndim;
+        for (int k = 0; same && k < s->ndim; k++) same = t->shape[k] == s->shape[k];
+        if (!same) {
+            char got[96], want[96];
+            shape_str(got, sizeof got, t->ndim, t->shape);
+            shape_str(want, sizeof want, s->ndim, s->shape);
+            rc = sl_fail(SL_EINPUT, "%s: tensor '%s' has shape %s, the config implies %s", path, s->name, got, want);
+            goto fail;
+        }
+        if (s->kind != K_MATRIX) n_vec_floats += t->numel;
+    }
+    if (m->st->n_tensors != n_specs) {
+        for (size_t i = 0; i < m->st->n_tensors; i++) {
+            int known = 0;
+            for (size_t j = 0; j < n_specs && !known; j++) known = !strcmp(m->st->tensors[i].name, specs[j].name);
+            if (!known) {
+                rc = sl_fail(SL_EINPUT, "%s: unexpected tensor '%s' for a %s model with this config", path,
+                             m->st->tensors[i].name, arch);
+                goto fail;
+            }
+        }
+    }
+    m->vectors = sl_malloc((n_vec_floats ? n_vec_floats : 1) * sizeof(float));
+    if (!m->vectors) {
+        rc = SL_EFAIL;
+        goto fail;
+    }
+    float *vp = m->vectors;
+    for (size_t i = 0; i < n_specs; i++) {
+        const sl_st_tensor *t = sl_st_find(m->st, specs[i].name);
+        if (specs[i].kind == K_MATRIX) {
+            specs[i].wslot->w = t->data;
+            specs[i].wslot->dt = t->dtype;
+        } else {
+            sl_kern_to_f32(vp, t->data, t->dtype, t->numel);
+            *specs[i].vslot = vp;
+            vp += t->numel;
+        }
+    }
+    if (c->tied_embeddings) m->lm_head = m->tok_emb;
+    for (size_t i = 0; i < m->st->n_tensors; i++) {
+        m->n_params += m->st->tensors[i].numel;
+        m->bytes_by_dtype[m->st->tensors[i].dtype] += m->st->tensors[i].nbytes;
+    }
+    free(specs);
+    *out = m;
+    return SL_OK;
+fail:
+    free(specs);
+    sl_model_close(m);
+    return rc;
+}
+
+/* ---- context ---- */
+
+void sl_model_ctx_free(sl_model_ctx *c)
+{
+    if (!c) return;
+    free(c->k_cache);
+    free(c->v_cache);
+    free(c->rope_cos);
+    free(c->rope_sin);
+    free(c->x);
+    free(c->xn);
+    free(c->q);
+    free(c->att);
+    free(c->proj);
+    free(c->ff);
+    free(c->scores);
+    free(c->logits);
+    free(c);
+}
+
+int sl_model_ctx_alloc(const sl_model *m, size_t max_len, sl_model_ctx **out)
+{
+    *out = NULL;
+    const sl_model_config *g = &m->cfg;
+    if (max_len < 1 || max_len > g->max_seq_len)
+        return sl_fail(SL_EINPUT, "context length %zu is outside [1, max_seq_len = %zu]", max_len, g->max_seq_len);
+    sl_model_ctx *c = sl_calloc(1, sizeof *c);
+    if (!c) return SL_EFAIL;
+    const size_t B = SL_KERN_NMAX, d = g->d_model, qd = g->n_head * m->head_dim;
+    c->m = m;
+    c->max_len = max_len;
+    /* A team costs a barrier per step (~100 per token); that pays only when a token reads enough
+     * weights. Small models run each kernel on its own (serial unless the matrix is large): on a
+     * busy machine a barrier can wait a whole scheduler slice for a preempted thread. */
+    size_t matrix_bytes = 0;
+    for (size_t i = 0; i < m->st->n_tensors; i++)
+        if (m->st->tensors[i].ndim == 2) matrix_bytes += m->st->tensors[i].nbytes;
+    c->team = matrix_bytes >= ((size_t)16 << 20);
+    c->k_cache = sl_calloc(g->n_layer * max_len * m->kv_dim, sizeof(float));
+    c->v_cache = sl_calloc(g->n_layer * max_len * m->kv_dim, sizeof(float));
+    c->x = sl_malloc(B * d * sizeof(float));
+    c->xn = sl_malloc(B * d * sizeof(float));
+    c->q = sl_malloc(B * qd * sizeof(float));
+    c->att = sl_malloc(B * qd * sizeof(float));
+    c->proj = sl_malloc(B * d * sizeof(float));
+    c->ff = sl_malloc(2 * B * g->d_ff * sizeof(float));
+    c->scores = sl_malloc(B * g->n_head * max_len * sizeof(float));
+    c->logits = sl_malloc(B * g->vocab_size * sizeof(float));
+    int ok = c->k_cache && c->v_cache && c->x && c->xn && c->q && c->att && c->proj && c->ff && c->scores &&
+             c->logits;
+    if (ok && m->arch == SL_ARCH_LLAMA) {
+        const size_t half = m->head_dim / 2;
+        c->rope_cos = sl_malloc(max_len * half * sizeof(float));
+        c->rope_sin = sl_malloc(max_len * half * sizeof(float));
+        ok = c->rope_cos && c->rope_sin;
+        /* Angles in double: pos * theta^(-2j/hd) loses digits in float32 at long positions. */
+        for (size_t p = 0; ok && p < max_len; p++)
+            for (size_t j = 0; j < half; j++) {
+                double a = (double)p * pow(g->rope_theta, -2.0 * (double)j / (double)m->head_dim);
+                c->rope_cos[p * half + j] = (float)cos(a);
+                c->rope_sin[p * half + j] = (float)sin(a);
+            }
+    }
+    if (!ok) {
+        sl_model_ctx_free(c);
+        return SL_EFAIL;
+    }
+    *out = c;
+    return SL_OK;
+}
+
+int sl_model_truncate(sl_model_ctx *c, size_t len)
+{
+    if (len > c->len)
+        return sl_fail(SL_EINPUT, "cannot truncate a sequence of %zu tokens to %zu", c->len, len);
+    c->len = len; /* cache rows past len are overwritten before they are read again */
+    return SL_OK;
+}
+
+/* ---- blocks ---- */
+
+/* x (n, d) -> y (n, d). LayerNorm (b != NULL) or RMSNorm (b == NULL); statistics in double. */
+static void norm(float *y, const float *x, const float *w, const float *b, size_t n, size_t d, double eps)
+{
+    for (size_t t = 0; t < n; t++) {
+        const float *xt = x + t * d;
+        float *yt = y + t * d;
+        if (b) {
+            double mean = 0, var = 0;
+            for (size_t i = 0; i < d; i++) mean += xt[i];
+            mean /= (double)d;
+            for (size_t i = 0; i < d; i++) var += ((double)xt[i] - mean) * ((double)xt[i] - mean);
+            var /= (double)d;
+            const double inv = 1.0 / sqrt(var + eps);
+            for (size_t i = 0; i < d; i++) yt[i] = (float)(((double)xt[i] - mean) * inv) * w[i] + b[i];
+        } else {
+            double ss = 0;
+            for (size_t i = 0; i < d; i++) ss += (double)xt[i] * xt[i];
+            const double inv = 1.0 / sqrt(ss / (double)d + eps);
+            for (size_t i = 0; i < d; i++) yt[i] = (float)(xt[i] * inv) * w[i];
+        }
+    }
+}
+
+/* x (n, d) rows: x[t] = e[token] (+ p[pos + t]). */
+static void embed(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t pos)
+{
+    const sl_model *m = c->m;
+    const size_t d = m->cfg.d_model;
+    const size_t es = sl_dtype_size(m->tok_emb.dt);
+    for (size_t t = 0; t < n; t++)
+        sl_kern_to_f32(c->x + t * d, (const char *)m->tok_emb.w + (size_t)tokens[t] * d * es, m->tok_emb.dt, d);
+    if (m->arch == SL_ARCH_GPT2) {
+        const size_t ps = sl_dtype_size(m->pos_emb.dt);
+        for (size_t t = 0; t < n; t++) {
+            sl_kern_to_f32(c->proj, (const char *)m->pos_emb.w + (pos + t) * d * ps, m->pos_emb.dt, d);
+            for (size_t i = 0; i < d; i++) c->x[t * d + i] += c->proj[i];
+        }
+    }
+}
+
+/* Rotates adjacent pairs (2j, 2j+1) of each head of v (n_heads * hd) at position pos. */
+static void rope(const sl_model_ctx *c, float *v, size_t n_heads, size_t pos)
+{
+    const size_t hd = c->m->head_dim, half = hd / 2;
+    const float *cs = c->rope_cos + pos * half, *sn = c->rope_sin + pos * half;
+    for (size_t h = 0; h < n_heads; h++) {
+        float *vh = v + h * hd;
+        for (size_t j = 0; j < half; j++) {
+            const float a = vh[2 * j], b = vh[2 * j + 1];
+            vh[2 * j] = a * cs[j] - b * sn[j];
+            vh[2 * j + 1] = a * sn[j] + b * cs[j];
+        }
+    }
+}
+
+/* One (token, head) pair of the attention below: job = t * n_head + h. */
+static void attention_job(sl_model_ctx *c, const float *K, const float *V, long job, size_t pos, float scale)
+{
+    const sl_model *m = c->m;
+    const size_t H = m->cfg.n_head, hd = m->head_dim, kvd = m->kv_dim, group = H / m->cfg.n_kv_head;
+    const size_t qd = H * hd;
+    const size_t t = (size_t)job / H, h = (size_t)job % H, kvh = h / group;
+    const size_t len = pos + t + 1;
+    const float *qv = c->q + t * qd + h * hd;
+    float *s = c->scores + ((size_t)job) * c->max_len;
+    float mx = -INFINITY;
+    for (size_t j = 0; j < len; j++) {
+        const float *kj = K + j * kvd + kvh * hd;
+        s[j] = sl_kern_dot(qv, kj, hd) * scale;
+        if (s[j] > mx) mx = s[j];
+    }
+    double sum = 0;
+    for (size_t j = 0; j < len; j++) {
+        s[j] = expf(s[j] - mx);
+        sum += s[j];
+    }
+    const float inv = (float)(1.0 / sum);
+    float *o = c->att + t * qd + h * hd;
+    for (size_t i = 0; i < hd; i++) o[i] = 0;
+    for (size_t j = 0; j < len; j++) {
+        const float pj = s[j] * inv;
+        sl_kern_axpy(o, pj, V + j * kvd + kvh * hd, hd);
+    }
+}
+
+/* Causal attention of n new tokens at positions pos.. against the cache of layer l (which already
+ * holds their keys and values). Each (token, head) is computed by one thread in a fixed order. */
+static void attention(sl_model_ctx *c, size_t l, size_t n, size_t pos)
+{
+    const sl_model *m = c->m;
+    const size_t H = m->cfg.n_head, hd = m->head_dim, kvd = m->kv_dim;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const float *K = c->k_cache + l * c->max_len * kvd, *V = c->v_cache + l * c->max_len * kvd;
+    const long jobs = (long)(n * H);
+    if (omp_in_parallel()) {
+#pragma omp for schedule(static)
+        for (long job = 0; job < jobs; job++) attention_job(c, K, V, job, pos, scale);
+    } else {
+#pragma omp parallel for schedule(static) if (jobs * (long)(pos + n) * (long)hd > (1L << 18))
+        for (long job = 0; job < jobs; job++) attention_job(c, K, V, job, pos, scale);
+    }
+}
+
+
+/* Elementwise activations over the rows of f1 (n, d_ff): GELU (gpt2) or silu(f2) * f1 (llama),
+ * in chunks of 512 elements of one row (the chunks start at multiples of 8, so an element goes
+ * through the same vector lane whatever n is). Threaded: even vectorised, the activations of a
+ * 16-token block are a visible share of its time. */
+#define SL_ACT_CHUNK 512
+static void activation_unit(float *f1, const float *f2, size_t ff, long u, int gpt2)
+{
+    const size_t per_row = (ff + SL_ACT_CHUNK - 1) / SL_ACT_CHUNK;
+    const size_t t = (size_t)u / per_row, j0 = ((size_t)u % per_row) * SL_ACT_CHUNK;
+    const size_t len = ff - j0 < SL_ACT_CHUNK ? ff - j0 : SL_ACT_CHUNK;
+    if (gpt2) sl_kern_gelu(f1 + t * ff + j0, len);
+    else sl_kern_silu_mul(f1 + t * ff + j0, f2 + t * ff + j0, len);
+}
+
+static void activation(float *f1, const float *f2, size_t n, size_t ff, int gpt2)
+{
+    const long units = (long)(n * ((ff + SL_ACT_CHUNK - 1) / SL_ACT_CHUNK));
+    if (omp_in_parallel()) {
+#pragma omp for schedule(static)
+        for (long u = 0; u < units; u++) activation_unit(f1, f2, ff, u, gpt2);
+    } else {
+#pragma omp parallel for schedule(static) if (n * ff >= (1u << 16))
+        for (long u = 0; u < units; u++) activation_unit(f1, f2, ff, u, gpt2);
+    }
+}
+
+/* One block of n <= SL_KERN_NMAX tokens at positions pos..; logits (n - r0, vocab) of rows r0..n-1
+ * (the unembedding, the largest matrix, is skipped for rows nobody asked for).
+ *
+ * With c->team the whole block runs in one OpenMP team: the kernels and loops work-share among
+ * its threads (orphaned `omp for`) and the short serial steps run in `omp single`, so a token
+ * costs barriers instead of ~75 fork/joins. Without it each kernel call opens its own region.
+ * The results are the same bits either way. */
+static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t r0, float *logits)
+{
+    const sl_model *m = c->m;
+    const sl_model_config *g = &m->cfg;
+    const size_t d = g->d_model, qd = g->n_head * m->head_dim, kvd = m->kv_dim, ff = g->d_ff;
+    const size_t pos = c->len;
+    const int gpt2 = m->arch == SL_ARCH_GPT2;
+    float *f1 = c->ff, *f2 = c->ff + n * ff;
+#pragma omp parallel if (c->team)
+    {
+#pragma omp single
+        embed(c, tokens, n, pos);
+        for (size_t l = 0; l < g->n_layer; l++) {
+            const sl_model_layer *L = &m->layers[l];
+            /* The new keys and values go straight into their rows of the cache: (n, kv_dim) at pos. */
+            float *kn = c->k_cache + (l * c->max_len + pos) * kvd, *vn = c->v_cache + (l * c->max_len + pos) * kvd;
+#pragma omp single
+            norm(c->xn, c->x, L->attn_norm_w, L->attn_norm_b, n, d, g->norm_eps);
+            const sl_kern_mm qkv[3] = {{c->q, L->q.w, L->q.dt, L->bq, qd, 0},
+                                       {kn, L->k.w, L->k.dt, L->bk, kvd, 0},
+                                       {vn, L->v.w, L->v.dt, L->bv, kvd, 0}};
+            sl_kern_matmul_multi(qkv, 3, c->xn, n, d);
+            if (!gpt2) {
+#pragma omp single
+                for (size_t t = 0; t < n; t++) {
+                    rope(c, c->q + t * qd, g->n_head, pos + t);
+                    rope(c, kn + t * kvd, g->n_kv_head, pos + t);
+                }
+            }
+            attention(c, l, n, pos);
+            const sl_kern_mm o_res = {c->x, L->o.w, L->o.dt, L->bo, d, 1}; /* x += attention projection */
+            sl_kern_matmul_multi(&o_res, 1, c->att, n, qd);
+#pragma omp single
+            norm(c->xn, c->x, L->mlp_norm_w, L->mlp_norm_b, n, d, g->norm_eps);
+            if (gpt2) {
+                sl_kern_matmul(f1, c->xn, L->up.w, L->up.dt, L->bup, n, d, ff);
+            } else {
+                const sl_kern_mm gu[2] = {{f1, L->up.w, L->up.dt, NULL, ff, 0}, {f2, L->gate.w, L->gate.dt, NULL, ff, 0}};
+                sl_kern_matmul_multi(gu, 2, c->xn, n, d);
+            }
+            activation(f1, f2, n, ff, gpt2);
+            const sl_kern_mm down_res = {c->x, L->down.w, L->down.dt, L->bdown, d, 1}; /* x += MLP output */
+            sl_kern_matmul_multi(&down_res, 1, f1, n, ff);
+        }
+        if (r0 < n) {
+#pragma omp single
+            norm(c->xn, c->x + r0 * d, m->final_norm_w, m->final_norm_b, n - r0, d, g->norm_eps);
+            sl_kern_matmul(logits, c->xn, m->lm_head.w, m->lm_head.dt, NULL, n - r0, d, g->vocab_size);
+        }
+    }
+    c->len += n;
+}
+
+int sl_model_check_tokens(const sl_model *m, const int32_t *tokens, size_t n)
+{
+    const size_t V = m->cfg.vocab_size;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (size_t)tokens[i] >= V)
+            return sl_fail(SL_EINPUT, "token id %ld at position %zu is outside [0, %zu)", (long)tokens[i], i, V);
+    return SL_OK;
+}
+
+int sl_model_forward(sl_model_ctx *c, const int32_t *tokens, size_t n, float *logits)
+{
+    return sl_model_forward_last(c, tokens, n, n, logits);
+}
+
+int sl_model_forward_last(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t n_rows, float *logits)
+{
+    const size_t V = c->m->cfg.vocab_size;
+    if (n_rows > n) return sl_fail(SL_EINPUT, "asked for logits of %zu rows of %zu tokens", n_rows, n);
+    if (c->len + n > c->max_len)
+        return sl_fail(SL_EINPUT, "sequence of %zu tokens (%zu cached + %zu new) exceeds the context of %zu tokens",
+                       c->len + n, c->len, n, c->max_len);
+    int rc = sl_model_check_tokens(c->m, tokens, n);
+    if (rc) return rc;
+    const size_t first = n - n_rows; /* first token whose logits are wanted */
+    for (size_t i = 0; i < n; i += SL_KERN_NMAX) {
+        const size_t nb = n - i < SL_KERN_NMAX ? n - i : SL_KERN_NMAX;
+        const size_t r0 = first <= i ? 0 : first - i < nb ? first - i : nb;
+        forward_block(c, tokens + i, nb, r0, r0 < nb ? logits + (i + r0 - first) * V : logits);
+    }
+    return SL_OK;
+}
+
+/* ---- random initialisation ---- */
+
+int sl_model_init_write(const char *path, sl_arch arch, const sl_model_config *cfg, uint64_t seed, sl_dtype dt,
+                        double init_std, const char *tokenizer_json)
+{
+    size_t n = tensor_table(arch, cfg, NULL, NULL);
+    tspec *specs = sl_malloc(n * sizeof *specs);
+    sl_st_wtensor *wt = sl_calloc(n, sizeof *wt);
+    void **bufs = sl_calloc(n, sizeof *bufs);
+    char *cfg_json = sl_model_config_json(cfg, arch);
+    gsl_rng *r = sl_rng_alloc(seed, SL_STREAM_DATA, 0);
+    float *tmp = NULL;
+    int rc = SL_OK;
+    if (!specs || !wt || !bufs || !cfg_json || !r) {
+        rc = SL_EFAIL;
+        goto done;
+    }
+    tensor_table(arch, cfg, NULL, specs);
+    size_t max_numel = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t numel = (size_t)specs[i].shape[0] * (specs[i].ndim == 2 ? (size_t)specs[i].shape[1] : 1);
+        if (numel > max_numel) max_numel = numel;
+    }
+    tmp = sl_malloc(max_numel * sizeof(float));
+    if (!tmp) {
+        rc = SL_EFAIL;
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const tspec *s = &specs[i];
+        size_t numel = (size_t)s->shape[0] * (s->ndim == 2 ? (size_t)s->shape[1] : 1);
+        /* Vectors stay float32 whatever dt: they are tiny and converted at load anyway. */
+        sl_dtype tdt = s->kind == K_MATRIX ? dt : SL_DT_F32;
+        bufs[i] = sl_malloc(numel * sl_dtype_size(tdt));
+        if (!bufs[i]) {
+            rc = SL_EFAIL;
+            goto done;
+        }
+        sl_rng_reseed(r, seed, SL_STREAM_DATA, i);
+        for (size_t k = 0; k < numel; k++) {
+            double z = gsl_ran_gaussian_ziggurat(r, 1.0);
+            tmp[k] = (float)(s->kind == K_NORM ? 1.0 + 0.1 * z : init_std * z);
+        }
+        sl_kern_from_f32(bufs[i], tmp, tdt, numel);
+        wt[i].name = s->name;
+        wt[i].dtype = tdt;
+        wt[i].ndim = s->ndim;
+        wt[i].shape[0] = s->shape[0];
+        wt[i].shape[1] = s->shape[1];
+        wt[i].data = bufs[i];
+    }
+    char training[160];
+    snprintf(training, sizeof training, "{\"init\": \"random normal\", \"seed\": %llu, \"init_std\": %g}",
+             (unsigned long long)seed, init_std);
+    const char *keys[] = {"format", "format_version", "arch", "config", "training", "tokenizer"};
+    const char *vals[] = {"speclab-model", "1", sl_arch_name(arch), cfg_json, training, tokenizer_json};
+    rc = sl_st_write(path, wt, n, keys, vals, tokenizer_json ? 6 : 5);
+done:
+    if (bufs)
+        for (size_t i = 0; i < n; i++) free(bufs[i]);
+    free(bufs);
+    free(wt);
+    free(specs);
+    free(cfg_json);
+    free(tmp);
+    if (r) gsl_rng_free(r);
+    return rc;
+}

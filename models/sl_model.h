@@ -1,0 +1,133 @@
+/*
+ * sl_model.h: GPT-2 and Llama decoders over the native format (models/FORMAT.md), a KV-cache
+ * context that scores n new tokens in one call, and the adapter to the sampler's sl_lm interface.
+ *
+ * Weights: matrices (attention, MLP, embeddings, unembedding) are used in place from the
+ * read-only mapping in their stored dtype; f16/bf16 rows are converted to float32 in registers by
+ * the kernel (sl_kern.h), so an f16 model reads half the bytes per token. Norm weights and biases
+ * (vectors of d_model or d_ff) are converted to float32 once at load. Compute is float32.
+ *
+ * What this refuses: files whose metadata is not speclab-model version 1, configs that do not
+ * describe a valid model, tensors missing, unexpected, or shaped differently from the config,
+ * token ids outside [0, vocab_size), and more tokens than the context holds. All are SL_EINPUT
+ * with a one-line message naming the file (and tensor, or value).
+ */
+#ifndef SL_MODEL_H
+#define SL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sl_dist.h"
+#include "sl_spec.h"
+#include "sl_st.h"
+
+typedef enum { SL_ARCH_GPT2 = 0, SL_ARCH_LLAMA = 1 } sl_arch;
+
+const char *sl_arch_name(sl_arch a);
+int sl_arch_parse(const char *s, sl_arch *out);
+
+typedef struct {
+    size_t vocab_size, n_layer, n_head, n_kv_head, d_model, d_ff, max_seq_len;
+    double norm_eps;
+    double rope_theta; /* llama only */
+    int tied_embeddings;
+} sl_model_config;
+
+/* Parses and validates the config JSON of FORMAT.md for arch. what names the source in messages
+ * (a file path or "--config"). Missing keys: n_kv_head defaults to n_head, norm_eps to 1e-5,
+ * rope_theta to 10000, tied_embeddings to true; the sizes are required. */
+int sl_model_config_parse(const char *json_text, sl_arch arch, const char *what, sl_model_config *out);
+/* The config as JSON text (malloc'd), keys in FORMAT.md's order. */
+char *sl_model_config_json(const sl_model_config *c, sl_arch arch);
+
+/* A weight matrix used in place: rows of in elements of dtype dt. */
+typedef struct {
+    const void *w;
+    sl_dtype dt;
+} sl_model_w;
+
+typedef struct {
+    sl_model_w q, k, v, o;       /* (n_head*hd, d), (kv_dim, d), (kv_dim, d), (d, n_head*hd) */
+    sl_model_w up, gate, down;   /* (d_ff, d), (d_ff, d) llama, (d, d_ff) */
+    float *attn_norm_w, *attn_norm_b; /* (d); bias gpt2 only, else NULL */
+    float *mlp_norm_w, *mlp_norm_b;   /* (d) */
+    float *bq, *bk, *bv, *bo;    /* gpt2 only: (n_head*hd), (kv_dim), (kv_dim), (d) */
+    float *bup, *bdown;          /* gpt2 only: (d_ff), (d) */
+} sl_model_layer;
+
+typedef struct {
+    sl_st_file *st;
+    sl_arch arch;
+    sl_model_config cfg;
+    size_t head_dim, kv_dim;
+    sl_model_w tok_emb;      /* (vocab, d) */
+    sl_model_w pos_emb;      /* (max_seq_len, d), gpt2 */
+    sl_model_w lm_head;      /* (vocab, d): tok_emb when tied */
+    sl_model_layer *layers;  /* (n_layer) */
+    float *final_norm_w, *final_norm_b; /* (d); bias gpt2 only */
+    float *vectors;          /* one allocation holding every converted norm weight and bias */
+    const char *tokenizer_json; /* metadata "tokenizer" or NULL; owned by st */
+    size_t n_params;
+    size_t bytes_by_dtype[3]; /* indexed by sl_dtype */
+} sl_model;
+
+int sl_model_open(const char *path, sl_model **out);
+void sl_model_close(sl_model *m);
+
+/* The state of one sequence: KV cache for up to max_len tokens, and activation buffers for
+ * SL_KERN_NMAX tokens (longer calls are processed in blocks of that many). */
+typedef struct {
+    const sl_model *m;
+    size_t max_len;  /* tokens the cache holds */
+    size_t len;      /* tokens in the cache now */
+    int team;        /* 1: one OpenMP team per forward block; 0: a region per (large) kernel call.
+                        Default: 1 when the matrices take >= 16 MiB. Same results either way. */
+    float *k_cache;  /* (n_layer, max_len, kv_dim) */
+    float *v_cache;  /* (n_layer, max_len, kv_dim) */
+    float *rope_cos, *rope_sin; /* (max_len, head_dim/2), llama */
+    float *x;        /* (B, d) residual stream */
+    float *xn;       /* (B, d) normalised */
+    float *q;        /* (B, n_head*hd) */
+    float *att;      /* (B, n_head*hd) attention output */
+    float *proj;     /* (B, d) scratch for position embeddings */
+    float *ff;       /* (2, B, d_ff) */
+    float *scores;   /* (B, n_head, max_len) */
+    float *logits;   /* (B, vocab) used by the sl_lm adapter */
+} sl_model_ctx;
+
+/* max_len in [1, cfg.max_seq_len]. */
+int sl_model_ctx_alloc(const sl_model *m, size_t max_len, sl_model_ctx **out);
+void sl_model_ctx_free(sl_model_ctx *c);
+
+/* Appends tokens (n) to the sequence and writes logits (n, vocab): row j scores the token after
+ * tokens[j]. Checks every id and the length before touching the cache (SL_EINPUT). */
+int sl_model_forward(sl_model_ctx *c, const int32_t *tokens, size_t n, float *logits);
+/* As sl_model_forward, but writes only the logits of the last n_rows tokens: logits (n_rows, vocab)
+ * (1 <= n_rows <= n; 0 is allowed and writes nothing). A long prompt then costs no unembedding. */
+int sl_model_forward_last(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t n_rows, float *logits);
+/* SL_EINPUT naming the first id outside [0, vocab_size). */
+int sl_model_check_tokens(const sl_model *m, const int32_t *tokens, size_t n);
+/* Keeps the first len tokens (len <= current length). */
+int sl_model_truncate(sl_model_ctx *c, size_t len);
+
+/* Writes a model with random weights: matrices and embeddings N(0, init_std^2), norm weights
+ * 1 + N(0, 0.1^2), biases N(0, init_std^2); tensor i draws from stream (seed, SL_STREAM_DATA, i).
+ * tokenizer_json may be NULL. Atomic write. */
+int sl_model_init_write(const char *path, sl_arch arch, const sl_model_config *cfg, uint64_t seed, sl_dtype dt,
+                        double init_std, const char *tokenizer_json);
+
+/* ---- the sampler's model interface ---- */
+
+typedef struct {
+    sl_model_ctx *ctx;   /* borrowed */
+    sl_sampling sampling;
+    sl_dist_work *dw;
+    sl_lm lm;            /* lm.self points to this struct */
+} sl_model_lm;
+
+/* Wraps ctx: extend = forward + sl_dist_standardise_f32 under sampling; truncate = truncate. */
+int sl_model_lm_alloc(sl_model_ctx *ctx, const sl_sampling *sampling, sl_model_lm **out);
+void sl_model_lm_free(sl_model_lm *l);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * sl_st.h: safetensors files, memory-mapped for reading and written atomically.
+ *
+ * Layout (https://github.com/huggingface/safetensors): u64 little-endian header length N, N bytes
+ * of JSON ({"__metadata__": {str: str}, NAME: {"dtype", "shape", "data_offsets": [b, e]}}), then
+ * the data buffer; offsets are relative to the start of the buffer. The JSON is parsed by json-c.
+ *
+ * The reader validates everything before handing out a pointer: header length within the file,
+ * parseable JSON, known dtypes (F32, F16, BF16 only: what our models use), non-negative shapes,
+ * offsets inside the buffer, byte counts equal to numel * dtype size, no two tensors overlapping.
+ * Any violation is SL_EINPUT with a one-line message naming the file and the tensor.
+ * Tensor data pointers point into the read-only mapping and may be unaligned (other writers pad
+ * the header only to 8 bytes, or not at all); read them with memcpy or unaligned loads.
+ */
+#ifndef SL_ST_H
+#define SL_ST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { SL_DT_F32 = 0, SL_DT_F16 = 1, SL_DT_BF16 = 2 } sl_dtype;
+
+#define SL_ST_MAX_DIMS 4
+
+const char *sl_dtype_name(sl_dtype dt);      /* "F32", "F16", "BF16" */
+int sl_dtype_parse(const char *s, sl_dtype *out); /* SL_EINPUT on anything else */
+size_t sl_dtype_size(sl_dtype dt);           /* bytes per element */
+
+typedef struct {
+    char *name;
+    sl_dtype dtype;
+    int ndim;
+    int64_t shape[SL_ST_MAX_DIMS];
+    size_t numel;
+    size_t nbytes;
+    const void *data; /* into the mapping; unaligned */
+} sl_st_tensor;
+
+typedef struct {
+    char *path;
+    void *map;          /* the whole file, PROT_READ, MAP_PRIVATE */
+    size_t map_bytes;
+    size_t n_tensors;
+    sl_st_tensor *tensors; /* (n_tensors), in header order */
+    size_t n_meta;
+    char **meta_keys;   /* (n_meta) */
+    char **meta_vals;   /* (n_meta) */
+} sl_st_file;
+
+/* Maps and validates path. On error *out is NULL and the status is SL_EINPUT (bad file) or
+ * SL_EFAIL (out of memory). */
+int sl_st_open(const char *path, sl_st_file **out);
+void sl_st_close(sl_st_file *f);
+
+const sl_st_tensor *sl_st_find(const sl_st_file *f, const char *name); /* NULL if absent */
+const char *sl_st_meta(const sl_st_file *f, const char *key);          /* NULL if absent */
+
+/* ---- writer ---- */
+
+/* Tensors and metadata to write; the writer does not copy data, it must stay valid until
+ * sl_st_write returns. */
+typedef struct {
+    const char *name;
+    sl_dtype dtype;
+    int ndim;
+    int64_t shape[SL_ST_MAX_DIMS];
+    const void *data; /* numel * dtype size bytes */
+} sl_st_wtensor;
+
+/* Writes path atomically (temp file + rename). The header is padded with spaces so that the data
+ * buffer starts at a 64-byte boundary; tensors follow each other without gaps in the given order
+ * (the reference reader rejects gaps), so data pointers are aligned only as far as the sizes
+ * before them allow. meta_keys/vals may be NULL when n_meta is 0. */
+int sl_st_write(const char *path, const sl_st_wtensor *tensors, size_t n_tensors, const char *const *meta_keys,
+                const char *const *meta_vals, size_t n_meta);
+
+#endif

@@ -1,0 +1,326 @@
+/*
+ * sl_train_export.c: the trainer's side of the native format (models/FORMAT.md): write a trained
+ * gpt2 model as safetensors (f32 or f16) and read one back into training layout (for a teacher).
+ *
+ * This is a small, self-contained writer and reader kept to FORMAT.md so that the trainer does not
+ * wait on the engine; when the engine's loader (models/sl_model*.c) is on main, the reader here can
+ * be replaced by it. The JSON header is built and parsed with json-c, never by hand.
+ */
+#include <errno.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sl_common.h"
+#include "sl_train.h"
+#include "sl_train_io.h"
+
+/* ---- half precision (round to nearest even; inf/nan kept) ---- */
+
+uint16_t sl_train_f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, mant = x & 0x7fffffu;
+    if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+    int e = (int)exp - 127 + 15;
+    if (e >= 31) return (uint16_t)(sign | 0x7c00u);
+    if (e <= 0) {
+        if (e < -10) return (uint16_t)sign;
+        mant |= 0x800000u;
+        int shift = 14 - e;
+        uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (h & 1))) h++;
+        return (uint16_t)(sign | h);
+    }
+    uint32_t h = sign | ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++; /* a carry rolls into the exponent, as it should */
+    return (uint16_t)h;
+}
+
+float sl_train_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
+    if (e == 0) {
+        float v = ldexpf((float)m, -24);
+        return sign ? -v : v;
+    }
+    if (e == 31) x = sign | 0x7f800000u | (m << 13);
+    else x = sign | ((e - 15 + 127) << 23) | (m << 13);
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+/* ---- the tensor list of FORMAT.md ---- */
+
+typedef struct {
+    char name[64];
+    int tensor;  /* enum sl_train_tensor */
+    size_t off;  /* float offset within that tensor */
+    int ndim;
+    size_t shape[2];
+} tensor_ref;
+
+/* Fills refs (if not NULL) and returns the count. */
+static int tensor_list(const sl_train_config *c, tensor_ref *refs)
+{
+    size_t C = (size_t)c->d_model, F = (size_t)c->d_ff, V = (size_t)c->vocab_size;
+    int n = 0;
+#define ADD(nm, t, o, d, s0, s1)                                                                   \
+    do {                                                                                            \
+        if (refs) {                                                                                 \
+            tensor_ref *r = &refs[n];                                                               \
+            snprintf(r->name, sizeof r->name, "%s", nm);                                           \
+            r->tensor = (t), r->off = (o), r->ndim = (d), r->shape[0] = (s0), r->shape[1] = (s1);  \
+        }                                                                                           \
+        n++;                                                                                        \
+    } while (0)
+    char nm[64];
+    ADD("tok_emb.weight", SL_TP_WTE, 0, 2, V, C);
+    ADD("pos_emb.weight", SL_TP_WPE, 0, 2, (size_t)c->max_seq_len, C);
+    for (size_t l = 0; l < (size_t)c->n_layer; l++) {
+#define LAYER(suffix, t, o, d, s0, s1)                                  \
+    do {                                                                \
+        snprintf(nm, sizeof nm, "layers.%zu.%s", l, suffix);            \
+        ADD(nm, t, o, d, s0, s1);                                       \
+    } while (0)
+        LAYER("attn_norm.weight", SL_TP_LN1W, l * C, 1, C, 0);
+        LAYER("attn_norm.bias", SL_TP_LN1B, l * C, 1, C, 0);
+        LAYER("attn.q.weight", SL_TP_QKVW, l * 3 * C * C, 2, C, C);
+        LAYER("attn.q.bias", SL_TP_QKVB, l * 3 * C, 1, C, 0);
+        LAYER("attn.k.weight", SL_TP_QKVW, l * 3 * C * C + C * C, 2, C, C);
+        LAYER("attn.k.bias", SL_TP_QKVB, l * 3 * C + C, 1, C, 0);
+        LAYER("attn.v.weight", SL_TP_QKVW, l * 3 * C * C + 2 * C * C, 2, C, C);
+        LAYER("attn.v.bias", SL_TP_QKVB, l * 3 * C + 2 * C, 1, C, 0);
+        LAYER("attn.o.weight", SL_TP_ATTPROJW, l * C * C, 2, C, C);
+        LAYER("attn.o.bias", SL_TP_ATTPROJB, l * C, 1, C, 0);
+        LAYER("mlp_norm.weight", SL_TP_LN2W, l * C, 1, C, 0);
+        LAYER("mlp_norm.bias", SL_TP_LN2B, l * C, 1, C, 0);
+        LAYER("mlp.up.weight", SL_TP_FCW, l * F * C, 2, F, C);
+        LAYER("mlp.up.bias", SL_TP_FCB, l * F, 1, F, 0);
+        LAYER("mlp.down.weight", SL_TP_FCPROJW, l * C * F, 2, C, F);
+        LAYER("mlp.down.bias", SL_TP_FCPROJB, l * C, 1, C, 0);
+#undef LAYER
+    }
+    ADD("final_norm.weight", SL_TP_LNFW, 0, 1, C, 0);
+    ADD("final_norm.bias", SL_TP_LNFB, 0, 1, C, 0);
+    if (!c->tied_embeddings) ADD("lm_head.weight", SL_TP_LMHEAD, 0, 2, V, C);
+#undef ADD
+    return n;
+}
+
+static size_t ref_count(const tensor_ref *r) { return r->ndim == 1 ? r->shape[0] : r->shape[0] * r->shape[1]; }
+
+/* ---- writer ---- */
+
+int sl_train_export(const sl_train_model *m, const char *path, int f16, const char *training_json,
+                    const char *tokenizer_json)
+{
+    int nt = tensor_list(&m->cfg, NULL);
+    tensor_ref *refs = sl_calloc((size_t)nt, sizeof *refs);
+    if (!refs) return SL_EFAIL;
+    tensor_list(&m->cfg, refs);
+    size_t esize = f16 ? 2 : 4;
+
+    struct json_object *hdr = json_object_new_object(), *meta = json_object_new_object();
+    char *cfg = sl_train_config_json(&m->cfg);
+    json_object_object_add(meta, "format", json_object_new_string("speclab-model"));
+    json_object_object_add(meta, "format_version", json_object_new_string("1"));
+    json_object_object_add(meta, "arch", json_object_new_string("gpt2"));
+    json_object_object_add(meta, "config", json_object_new_string(cfg));
+    if (tokenizer_json) json_object_object_add(meta, "tokenizer", json_object_new_string(tokenizer_json));
+    if (training_json) json_object_object_add(meta, "training", json_object_new_string(training_json));
+    free(cfg);
+    json_object_object_add(hdr, "__metadata__", meta);
+    size_t off = 0;
+    for (int i = 0; i < nt; i++) {
+        struct json_object *t = json_object_new_object(), *shape = json_object_new_array(),
+                           *offs = json_object_new_array();
+        json_object_object_add(t, "dtype", json_object_new_string(f16 ? "F16" : "F32"));
+        for (int d = 0; d < refs[i].ndim; d++) json_object_array_add(shape, json_object_new_int64((int64_t)refs[i].shape[d]));
+        size_t bytes = ref_count(&refs[i]) * esize;
+        json_object_array_add(offs, json_object_new_int64((int64_t)off));
+        json_object_array_add(offs, json_object_new_int64((int64_t)(off + bytes)));
+        off += bytes;
+        json_object_object_add(t, "shape", shape);
+        json_object_object_add(t, "data_offsets", offs);
+        json_object_object_add(hdr, refs[i].name, t);
+    }
+    const char *js = json_object_to_json_string_ext(hdr, JSON_C_TO_STRING_PLAIN);
+    size_t jlen = strlen(js), padded = (jlen + 7) / 8 * 8; /* spaces pad the header to 8 bytes */
+
+    sl_atomic_file af;
+    int rc = sl_atomic_open(&af, path);
+    if (rc) {
+        json_object_put(hdr);
+        free(refs);
+        return rc;
+    }
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+    fwrite(len8, 1, 8, af.f);
+    fwrite(js, 1, jlen, af.f);
+    for (size_t i = jlen; i < padded; i++) fputc(' ', af.f);
+    json_object_put(hdr);
+    for (int i = 0; i < nt; i++) {
+        const float *src = m->params[refs[i].tensor] + refs[i].off;
+        size_t n = ref_count(&refs[i]);
+        if (f16) {
+            for (size_t k = 0; k < n; k++) {
+                uint16_t h = sl_train_f32_to_f16(src[k]);
+                unsigned char b[2] = {(unsigned char)(h & 0xff), (unsigned char)(h >> 8)};
+                fwrite(b, 1, 2, af.f);
+            }
+        } else {
+            fwrite(src, sizeof(float), n, af.f); /* x86-64 is little-endian, as safetensors requires */
+        }
+    }
+    free(refs);
+    if (ferror(af.f)) {
+        sl_atomic_abort(&af);
+        return sl_fail(SL_EFAIL, "writing %s failed", path);
+    }
+    return sl_atomic_commit(&af);
+}
+
+/* ---- reader ---- */
+
+static const char *meta_string(struct json_object *meta, const char *key)
+{
+    struct json_object *v;
+    if (!meta || !json_object_object_get_ex(meta, key, &v) || !json_object_is_type(v, json_type_string)) return NULL;
+    return json_object_get_string(v);
+}
+
+int sl_train_import(const char *path, int B, int T, sl_train_model **out, char **tokenizer_json)
+{
+    *out = NULL;
+    if (tokenizer_json) *tokenizer_json = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return sl_fail(SL_EINPUT, "cannot read model %s: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char len8[8];
+    if (size < 8 || fread(len8, 1, 8, f) != 8) {
+        fclose(f);
+        return sl_fail(SL_EINPUT, "model %s is truncated (%ld bytes)", path, size);
+    }
+    uint64_t hlen = 0;
+    for (int i = 0; i < 8; i++) hlen |= (uint64_t)len8[i] << (8 * i);
+    if (hlen > (uint64_t)size - 8 || hlen > (100u << 20)) {
+        fclose(f);
+        return sl_fail(SL_EINPUT, "model %s: header length %llu does not fit the file (%ld bytes)", path,
+                       (unsigned long long)hlen, size);
+    }
+    char *hs = sl_malloc(hlen + 1);
+    size_t dlen = (size_t)size - 8 - hlen;
+    unsigned char *data = sl_malloc(dlen ? dlen : 1);
+    if (!hs || !data) {
+        fclose(f);
+        free(hs);
+        free(data);
+        return SL_EFAIL;
+    }
+    int rc = SL_OK;
+    if (fread(hs, 1, hlen, f) != hlen || fread(data, 1, dlen, f) != dlen)
+        rc = sl_fail(SL_EINPUT, "model %s: short read", path);
+    fclose(f);
+    hs[hlen] = 0;
+    struct json_object *hdr = rc ? NULL : json_tokener_parse(hs);
+    struct json_object *meta = NULL;
+    sl_train_config cfg;
+    sl_train_model *m = NULL;
+    tensor_ref *refs = NULL;
+    if (!rc && (!hdr || !json_object_is_type(hdr, json_type_object)))
+        rc = sl_fail(SL_EINPUT, "model %s: the safetensors header is not a JSON object", path);
+    if (!rc) json_object_object_get_ex(hdr, "__metadata__", &meta);
+    if (!rc) {
+        const char *fmt = meta_string(meta, "format"), *arch = meta_string(meta, "arch");
+        if (!fmt || strcmp(fmt, "speclab-model") != 0)
+            rc = sl_fail(SL_EINPUT, "model %s: metadata format is '%s', expected 'speclab-model'", path, fmt ? fmt : "(none)");
+        else if (!arch || strcmp(arch, "gpt2") != 0)
+            rc = sl_fail(SL_EINPUT, "model %s: arch is '%s'; the trainer handles gpt2 only", path, arch ? arch : "(none)");
+    }
+    if (!rc) {
+        const char *cj = meta_string(meta, "config");
+        if (!cj) rc = sl_fail(SL_EINPUT, "model %s: metadata has no config", path);
+        else if ((rc = sl_train_config_parse(cj, &cfg)) != 0) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", sl_errmsg());
+            rc = sl_fail(SL_EINPUT, "model %s: %s", path, why);
+        }
+    }
+    if (!rc && T > cfg.max_seq_len)
+        rc = sl_fail(SL_EINPUT, "model %s: max_seq_len %d is below the sequence length %d", path, cfg.max_seq_len, T);
+    if (!rc && !(m = sl_train_model_alloc(&cfg, B, T, 0))) rc = SL_EFAIL;
+    int nt = rc ? 0 : tensor_list(&cfg, NULL);
+    if (!rc && !(refs = sl_calloc((size_t)nt, sizeof *refs))) rc = SL_EFAIL;
+    if (!rc) tensor_list(&cfg, refs);
+    for (int i = 0; !rc && i < nt; i++) {
+        struct json_object *t, *v;
+        const char *nm = refs[i].name;
+        if (!json_object_object_get_ex(hdr, nm, &t)) {
+            rc = sl_fail(SL_EINPUT, "model %s: tensor %s is missing", path, nm);
+            break;
+        }
+        const char *dt = json_object_object_get_ex(t, "dtype", &v) ? json_object_get_string(v) : "";
+        size_t es = !strcmp(dt, "F32") ? 4 : (!strcmp(dt, "F16") || !strcmp(dt, "BF16")) ? 2 : 0;
+        if (!es) {
+            rc = sl_fail(SL_EINPUT, "model %s: tensor %s has dtype '%s', expected F32, F16 or BF16", path, nm, dt);
+            break;
+        }
+        struct json_object *shape = NULL, *offs = NULL;
+        json_object_object_get_ex(t, "shape", &shape);
+        json_object_object_get_ex(t, "data_offsets", &offs);
+        int ok = shape && json_object_is_type(shape, json_type_array) &&
+                 (int)json_object_array_length(shape) == refs[i].ndim;
+        for (int d = 0; ok && d < refs[i].ndim; d++)
+            ok = json_object_get_int64(json_object_array_get_idx(shape, (size_t)d)) == (int64_t)refs[i].shape[d];
+        if (!ok) {
+            rc = sl_fail(SL_EINPUT, "model %s: tensor %s has shape %s, but the config implies (%zu%s%zu)", path, nm,
+                         shape ? json_object_to_json_string(shape) : "(none)", refs[i].shape[0],
+                         refs[i].ndim == 2 ? ", " : "", refs[i].ndim == 2 ? refs[i].shape[1] : (size_t)0);
+            break;
+        }
+        int64_t a = offs && json_object_array_length(offs) == 2 ? json_object_get_int64(json_object_array_get_idx(offs, 0)) : -1;
+        int64_t b = offs && json_object_array_length(offs) == 2 ? json_object_get_int64(json_object_array_get_idx(offs, 1)) : -1;
+        size_t n = ref_count(&refs[i]);
+        if (a < 0 || b < a || (uint64_t)b > dlen || (size_t)(b - a) != n * es) {
+            rc = sl_fail(SL_EINPUT, "model %s: tensor %s data_offsets [%lld, %lld] do not match its size or the file",
+                         path, nm, (long long)a, (long long)b);
+            break;
+        }
+        float *dst = m->params[refs[i].tensor] + refs[i].off;
+        const unsigned char *src = data + a;
+        for (size_t k = 0; k < n; k++) {
+            if (es == 4) {
+                memcpy(&dst[k], src + 4 * k, 4);
+            } else {
+                uint16_t h = (uint16_t)(src[2 * k] | src[2 * k + 1] << 8);
+                if (dt[0] == 'B') {
+                    uint32_t x = (uint32_t)h << 16;
+                    memcpy(&dst[k], &x, 4);
+                } else {
+                    dst[k] = sl_train_f16_to_f32(h);
+                }
+            }
+        }
+    }
+    if (!rc && tokenizer_json) {
+        const char *tok = meta_string(meta, "tokenizer");
+        if (tok) *tokenizer_json = strdup(tok);
+    }
+    if (hdr) json_object_put(hdr);
+    free(hs);
+    free(data);
+    free(refs);
+    if (rc) {
+        sl_train_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return SL_OK;
+}

@@ -1,0 +1,408 @@
+/*
+ * sl_train_run.c: one training or distillation run from token files to a native-format model.
+ * Every input is checked before the first step (bad input costs no training time). The run is a
+ * pure function of (config, hyperparameters, seed, data, teacher): batches come from (seed, step),
+ * so a run resumed from a checkpoint produces the same weights, bit for bit, as one never stopped.
+ */
+#include <errno.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sl_common.h"
+#include "sl_train_io.h"
+
+#define LOG_HEADER "step,tokens,lr,train_loss,grad_norm,val_ce,val_bits_per_token,val_kl,val_tv,wall_s,tokens_per_s\n"
+
+static uint64_t fnv_bytes(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= UINT64_C(0x100000001b3);
+    }
+    return h;
+}
+
+static void add_hex(struct json_object *o, const char *key, uint64_t h)
+{
+    char s[24];
+    snprintf(s, sizeof s, "%016llx", (unsigned long long)h);
+    json_object_object_add(o, key, json_object_new_string(s));
+}
+
+static char *identity_json(const sl_train_run_opts *o, const sl_train_config *cfg, const sl_train_tokens *train,
+                           const sl_train_model *teacher, const sl_train_model *init)
+{
+    const sl_train_hparams *h = &o->h;
+    struct json_object *j = json_object_new_object();
+    char *c = sl_train_config_json(cfg);
+    json_object_object_add(j, "config", json_object_new_string(c));
+    free(c);
+    json_object_object_add(j, "objective", json_object_new_string(sl_train_objective_name(h->objective)));
+    json_object_object_add(j, "steps", json_object_new_int64((int64_t)h->steps));
+    json_object_object_add(j, "batch", json_object_new_int(h->batch));
+    json_object_object_add(j, "seq", json_object_new_int(h->seq));
+    json_object_object_add(j, "accum", json_object_new_int(h->accum));
+    json_object_object_add(j, "lr", sl_train_json_double(h->lr));
+    json_object_object_add(j, "min_lr_frac", sl_train_json_double(h->min_lr_frac));
+    json_object_object_add(j, "warmup", json_object_new_int64((int64_t)h->warmup));
+    json_object_object_add(j, "weight_decay", sl_train_json_double(h->weight_decay));
+    json_object_object_add(j, "beta1", sl_train_json_double(h->beta1));
+    json_object_object_add(j, "beta2", sl_train_json_double(h->beta2));
+    json_object_object_add(j, "eps", sl_train_json_double(h->eps));
+    json_object_object_add(j, "clip", sl_train_json_double(h->clip));
+    json_object_object_add(j, "seed", json_object_new_int64((int64_t)h->seed));
+    json_object_object_add(j, "train_tokens", json_object_new_int64((int64_t)train->n_tokens));
+    add_hex(j, "train_hash", fnv_bytes(train->ids, train->n_tokens * sizeof(int32_t)));
+    if (teacher) add_hex(j, "teacher_hash", fnv_bytes(teacher->params_mem, teacher->n_params * sizeof(float)));
+    if (init) add_hex(j, "init_hash", fnv_bytes(init->params_mem, init->n_params * sizeof(float)));
+    char *s = strdup(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+    json_object_put(j);
+    return s;
+}
+
+/* `git rev-parse HEAD` (with "-dirty" when the tree has changes) or "unknown". */
+static void code_revision(char *buf, size_t n)
+{
+    snprintf(buf, n, "unknown");
+    FILE *p = popen("git rev-parse HEAD 2>/dev/null", "r");
+    if (!p) return;
+    char line[128] = "";
+    if (fgets(line, sizeof line, p)) line[strcspn(line, "\n")] = 0;
+    int ok = pclose(p) == 0 && line[0];
+    if (!ok) return;
+    int dirty = 0;
+    p = popen("git status --porcelain --untracked-files=no 2>/dev/null", "r");
+    if (p) {
+        char l2[8];
+        dirty = fgets(l2, sizeof l2, p) != NULL;
+        pclose(p);
+    }
+    snprintf(buf, n, "%s%s", line, dirty ? "-dirty" : "");
+}
+
+static int read_text_file(const char *path, char **out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return sl_fail(SL_EINPUT, "cannot read %s: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? sl_malloc((size_t)n + 1) : NULL;
+    if (!s || fread(s, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(s);
+        return sl_fail(SL_EINPUT, "cannot read %s", path);
+    }
+    fclose(f);
+    s[n] = 0;
+    *out = s;
+    return SL_OK;
+}
+
+/* Fails early, before any training, if path cannot be written. */
+static int check_writable(const char *path)
+{
+    sl_atomic_file af;
+    int rc = sl_atomic_open(&af, path);
+    if (rc) return rc;
+    sl_atomic_abort(&af);
+    return SL_OK;
+}
+
+typedef struct {
+    double ce, kl, tv;
+} eval_result;
+
+static eval_result evaluate(sl_train_model *m, sl_train_model *teacher, const sl_train_tokens *valid, int B, int T,
+                            int nb, int *inputs, int *targets)
+{
+    eval_result r = {0, 0, 0};
+    for (int k = 0; k < nb; k++) {
+        sl_train_tokens_eval_batch(valid, k, nb, B, T, inputs, targets);
+        sl_train_forward(m, inputs, B, T);
+        r.ce += sl_train_loss(m, SL_OBJ_CE, targets, NULL, B, T, 0.0f) / nb;
+        if (teacher) {
+            sl_train_forward(teacher, inputs, B, T);
+            r.kl += sl_train_loss(m, SL_OBJ_KL, NULL, teacher->acts.logits, B, T, 0.0f) / nb;
+            r.tv += sl_train_loss(m, SL_OBJ_TV, NULL, teacher->acts.logits, B, T, 0.0f) / nb;
+        }
+    }
+    return r;
+}
+
+static int append(char **log, const char *row)
+{
+    size_t a = *log ? strlen(*log) : 0, b = strlen(row);
+    char *s = realloc(*log, a + b + 1);
+    if (!s) return sl_fail(SL_EFAIL, "out of memory");
+    memcpy(s + a, row, b + 1);
+    *log = s;
+    return SL_OK;
+}
+
+static int write_log(const char *path, const char *log)
+{
+    sl_atomic_file af;
+    int rc = sl_atomic_open(&af, path);
+    if (rc) return rc;
+    fputs(log, af.f);
+    return sl_atomic_commit(&af);
+}
+
+int sl_train_run(const sl_train_run_opts *o)
+{
+    const sl_train_hparams *h = &o->h;
+    int B = h->batch, T = h->seq, rc;
+    sl_train_config cfg;
+    sl_train_tokens *train = NULL, *valid = NULL;
+    sl_train_model *m = NULL, *teacher = NULL, *init = NULL;
+    char *tokenizer = NULL, *init_tokenizer = NULL, *ckpt_path = NULL, *training = NULL;
+    int *inputs = NULL, *targets = NULL;
+    gsl_rng *r = NULL;
+    sl_train_ckpt_state st = {0};
+
+    if (o->init_path) {
+        /* The starting weights define the architecture; a --config given too must agree. */
+        if ((rc = sl_train_import(o->init_path, 1, 1, &init, &init_tokenizer))) return rc; /* weights only */
+        cfg = init->cfg;
+        sl_train_config given;
+        if (o->config_json && (rc = sl_train_config_parse(o->config_json, &given)) == 0 &&
+            memcmp(&given, &cfg, sizeof cfg) != 0)
+            rc = sl_fail(SL_EINPUT, "--config differs from the architecture of --init %s", o->init_path);
+        if (rc) goto done;
+    } else if (!o->config_json) {
+        return sl_fail(SL_EINPUT, "--config JSON (or --init MODEL) is required");
+    } else if ((rc = sl_train_config_parse(o->config_json, &cfg))) {
+        return rc;
+    }
+    if (T > cfg.max_seq_len) {
+        rc = sl_fail(SL_EINPUT, "--seq %d exceeds the config's max_seq_len %d", T, cfg.max_seq_len);
+        goto done;
+    }
+    if ((h->objective != SL_OBJ_CE) != (o->teacher_path != NULL)) {
+        rc = sl_fail(SL_EINPUT, "objective %s %s a teacher", sl_train_objective_name(h->objective),
+                     o->teacher_path ? "does not take" : "needs");
+        goto done;
+    }
+    if ((rc = sl_train_tokens_read(o->train_path, &train))) goto done;
+    if ((rc = sl_train_tokens_read(o->valid_path, &valid))) goto done;
+    const sl_train_tokens *tfs[2] = {train, valid};
+    for (int i = 0; i < 2; i++) {
+        if ((int)tfs[i]->vocab_size != cfg.vocab_size) {
+            rc = sl_fail(SL_EINPUT, "vocabulary mismatch: %s has vocab_size %u, the config %d", tfs[i]->path,
+                         tfs[i]->vocab_size, cfg.vocab_size);
+            goto done;
+        }
+        if (tfs[i]->n_tokens < (uint64_t)T + 1) {
+            rc = sl_fail(SL_EINPUT, "token file %s has %llu tokens; --seq %d needs at least %d", tfs[i]->path,
+                         (unsigned long long)tfs[i]->n_tokens, T, T + 1);
+            goto done;
+        }
+    }
+    if (o->teacher_path) {
+        if ((rc = sl_train_import(o->teacher_path, B, T, &teacher, &tokenizer))) goto done;
+        if (teacher->cfg.vocab_size != cfg.vocab_size) {
+            rc = sl_fail(SL_EINPUT, "vocabulary mismatch: teacher %s has vocab_size %d, the student config %d",
+                         o->teacher_path, teacher->cfg.vocab_size, cfg.vocab_size);
+            goto done;
+        }
+    }
+    if (!tokenizer && init_tokenizer) { /* the teacher's tokenizer first, else the starting model's */
+        tokenizer = init_tokenizer;
+        init_tokenizer = NULL;
+    }
+    if (o->tokenizer_path) {
+        free(tokenizer);
+        tokenizer = NULL;
+        if ((rc = read_text_file(o->tokenizer_path, &tokenizer))) goto done;
+        struct json_object *tj = json_tokener_parse(tokenizer);
+        int ok = tj && json_object_is_type(tj, json_type_object);
+        if (tj) json_object_put(tj);
+        if (!ok) {
+            rc = sl_fail(SL_EINPUT, "--tokenizer %s is not a JSON object", o->tokenizer_path);
+            goto done;
+        }
+    }
+    if ((rc = check_writable(o->out_path))) goto done;
+    if (o->log_path && (rc = check_writable(o->log_path))) goto done;
+    if (o->ckpt_dir) {
+        if (mkdir(o->ckpt_dir, 0777) != 0 && errno != EEXIST) {
+            rc = sl_fail(SL_EINPUT, "--checkpoint %s: cannot create the directory: %s", o->ckpt_dir, strerror(errno));
+            goto done;
+        }
+        size_t n = strlen(o->ckpt_dir) + 32;
+        ckpt_path = sl_malloc(n);
+        if (!ckpt_path) {
+            rc = SL_EFAIL;
+            goto done;
+        }
+        snprintf(ckpt_path, n, "%s/checkpoint.bin", o->ckpt_dir);
+        if ((rc = check_writable(ckpt_path))) goto done;
+    }
+
+    if (!(m = sl_train_model_alloc(&cfg, B, T, 1))) {
+        rc = SL_EFAIL;
+        goto done;
+    }
+    if (init) memcpy(m->params_mem, init->params_mem, m->n_params * sizeof(float));
+    else sl_train_init(m, h->seed);
+    st.identity = identity_json(o, &cfg, train, teacher, init);
+    if (ckpt_path && access(ckpt_path, F_OK) == 0) {
+        if ((rc = sl_train_ckpt_load(ckpt_path, m, &st))) goto done;
+        if (st.step > h->steps) {
+            rc = sl_fail(SL_EINPUT, "checkpoint %s is at step %llu, beyond --steps %llu", ckpt_path,
+                         (unsigned long long)st.step, (unsigned long long)h->steps);
+            goto done;
+        }
+        if (o->out && st.log) fputs(st.log, o->out);
+    } else {
+        st.log = strdup(LOG_HEADER);
+        if (o->out) fputs(LOG_HEADER, o->out);
+    }
+    if (o->out) fflush(o->out);
+
+    inputs = sl_malloc((size_t)B * T * sizeof(int));
+    targets = sl_malloc((size_t)B * T * sizeof(int));
+    r = sl_rng_alloc(h->seed, SL_STREAM_DATA, 0);
+    if (!inputs || !targets || !r) {
+        rc = SL_EFAIL;
+        goto done;
+    }
+    uint64_t eval_every = o->eval_every ? o->eval_every : h->steps;
+    uint64_t ckpt_every = o->ckpt_every ? o->ckpt_every : eval_every;
+    int eval_batches = o->eval_batches > 0 ? o->eval_batches : 8;
+    double t0 = sl_now_s(), wall0 = st.wall_s, last_progress = 0;
+    uint64_t tokens0 = st.tokens_seen;
+    eval_result ev = {NAN, NAN, NAN};
+    while (st.step < h->steps) {
+        uint64_t step = st.step;
+        sl_train_zero_grad(m);
+        double loss = 0;
+        for (int mb = 0; mb < h->accum; mb++) {
+            sl_train_tokens_batch(train, h->seed, step, mb, h->accum, B, T, inputs, targets, r);
+            sl_train_forward(m, inputs, B, T);
+            if (teacher) sl_train_forward(teacher, inputs, B, T);
+            loss += sl_train_loss(m, h->objective, targets, teacher ? teacher->acts.logits : NULL, B, T,
+                                  1.0f / (float)h->accum) / h->accum;
+            sl_train_backward(m, inputs, B, T);
+        }
+        double gn = sl_train_grad_norm(m);
+        if (!isfinite(loss) || !isfinite(gn)) {
+            rc = sl_fail(SL_EFAIL, "loss or gradient became non-finite at step %llu (learning rate too high?); "
+                         "the last checkpoint is intact", (unsigned long long)step);
+            goto done;
+        }
+        if (h->clip > 0 && gn > h->clip) sl_train_scale_grads(m, (float)(h->clip / gn));
+        double lr = sl_train_lr(h, step);
+        sl_train_adamw(m, h, lr, step + 1);
+        st.step = step + 1;
+        st.tokens_seen += (uint64_t)B * T * h->accum;
+        st.loss_sum += loss;
+        st.loss_n++;
+        double now = sl_now_s();
+        st.wall_s = wall0 + (now - t0);
+        int last = st.step == h->steps;
+        if (o->progress && (now - last_progress > 1.0 || last)) {
+            double tps = (double)(st.tokens_seen - tokens0) / fmax(now - t0, 1e-9);
+            double eta = (double)(h->steps - st.step) * h->batch * h->seq * h->accum / fmax(tps, 1e-9);
+            fprintf(stderr, "\rstep %llu/%llu  loss %.4f  lr %.3g  %.0f tokens/s  eta %.0f s   %s",
+                    (unsigned long long)st.step, (unsigned long long)h->steps, loss, lr, tps, eta, last ? "\n" : "");
+            last_progress = now;
+        }
+        int stop = (o->stop_at && st.step >= o->stop_at) || (o->interrupted && *o->interrupted);
+        if (st.step % eval_every == 0 || last) {
+            ev = evaluate(m, teacher, valid, B, T, eval_batches, inputs, targets);
+            char row[512], kl[32] = "", tv[32] = "";
+            if (teacher) {
+                snprintf(kl, sizeof kl, "%.6f", ev.kl);
+                snprintf(tv, sizeof tv, "%.6f", ev.tv);
+            }
+            double tps = (double)(st.tokens_seen - tokens0) / fmax(now - t0, 1e-9);
+            snprintf(row, sizeof row, "%llu,%llu,%.6g,%.6f,%.4f,%.6f,%.6f,%s,%s,%.1f,%.0f\n",
+                     (unsigned long long)st.step, (unsigned long long)st.tokens_seen, lr, st.loss_sum / st.loss_n, gn,
+                     ev.ce, ev.ce / M_LN2, kl, tv, st.wall_s, tps);
+            st.loss_sum = 0;
+            st.loss_n = 0;
+            if ((rc = append(&st.log, row))) goto done;
+            if (o->out) {
+                fputs(row, o->out);
+                fflush(o->out);
+            }
+            if (o->log_path && (rc = write_log(o->log_path, st.log))) goto done;
+        }
+        if (ckpt_path && (st.step % ckpt_every == 0 || last || stop))
+            if ((rc = sl_train_ckpt_save(ckpt_path, m, &st))) goto done;
+        if (stop && !last) {
+            if (o->interrupted && *o->interrupted)
+                rc = sl_fail(SL_EFAIL, "interrupted after step %llu%s; rerun the same command to resume",
+                             (unsigned long long)st.step, ckpt_path ? " (checkpoint written)" : " (no --checkpoint: progress lost)");
+            else if (o->out)
+                fprintf(stderr, "stopped after step %llu as asked (--stop-at); rerun without it to resume\n",
+                        (unsigned long long)st.step);
+            goto done;
+        }
+    }
+    if (isnan(ev.ce)) ev = evaluate(m, teacher, valid, B, T, eval_batches, inputs, targets);
+    if (h->steps == 0) {
+        /* --steps 0 evaluates the starting weights (e.g. --init with a teacher: their TV to it). */
+        char row[512], kl[32] = "", tv[32] = "";
+        if (teacher) {
+            snprintf(kl, sizeof kl, "%.6f", ev.kl);
+            snprintf(tv, sizeof tv, "%.6f", ev.tv);
+        }
+        snprintf(row, sizeof row, "0,0,0,,,%.6f,%.6f,%s,%s,0.0,0\n", ev.ce, ev.ce / M_LN2, kl, tv);
+        if ((rc = append(&st.log, row))) goto done;
+        if (o->out) fputs(row, o->out);
+        if (o->log_path && (rc = write_log(o->log_path, st.log))) goto done;
+    }
+
+    /* Export: the training record for FORMAT.md's `training` metadata. */
+    {
+        char rev[160];
+        code_revision(rev, sizeof rev);
+        struct json_object *j = json_tokener_parse(st.identity);
+        json_object_object_del(j, "config");
+        json_object_object_add(j, "code_revision", json_object_new_string(rev));
+        json_object_object_add(j, "train_file", json_object_new_string(o->train_path));
+        json_object_object_add(j, "valid_file", json_object_new_string(o->valid_path));
+        if (o->teacher_path) json_object_object_add(j, "teacher", json_object_new_string(o->teacher_path));
+        if (o->init_path) json_object_object_add(j, "init", json_object_new_string(o->init_path));
+        json_object_object_add(j, "tokens_seen", json_object_new_int64((int64_t)st.tokens_seen));
+        json_object_object_add(j, "wall_time_s", sl_train_json_double(round(st.wall_s * 10) / 10));
+        json_object_object_add(j, "threads", json_object_new_int(omp_get_max_threads()));
+        json_object_object_add(j, "n_params", json_object_new_int64((int64_t)m->n_params));
+        json_object_object_add(j, "val_ce", sl_train_json_double(ev.ce));
+        json_object_object_add(j, "val_bits_per_token", sl_train_json_double(ev.ce / M_LN2));
+        if (teacher) {
+            json_object_object_add(j, "val_kl", sl_train_json_double(ev.kl));
+            json_object_object_add(j, "val_tv", sl_train_json_double(ev.tv));
+        }
+        training = strdup(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+        json_object_put(j);
+        rc = sl_train_export(m, o->out_path, o->f16, training, tokenizer);
+    }
+
+done:
+    if (r) gsl_rng_free(r);
+    free(inputs);
+    free(targets);
+    free(st.identity);
+    free(st.log);
+    free(training);
+    free(tokenizer);
+    free(init_tokenizer);
+    free(ckpt_path);
+    sl_train_model_free(m);
+    sl_train_model_free(teacher);
+    sl_train_model_free(init);
+    sl_train_tokens_free(train);
+    sl_train_tokens_free(valid);
+    return rc;
+}
