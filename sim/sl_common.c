@@ -63,23 +63,10 @@ uint64_t sl_seed_derive(uint64_t seed, uint64_t stream, uint64_t item)
     return splitmix64(&s);
 }
 
-typedef struct { uint64_t s[4]; } xoshiro_state;
+/* The gsl_rng type's state is sl_xoshiro; its steps are the inline ones of sl_common.h. */
+typedef sl_xoshiro xoshiro_state;
 
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static inline uint64_t xoshiro_next(xoshiro_state *st)
-{
-    uint64_t *s = st->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
+static inline uint64_t xoshiro_next(xoshiro_state *st) { return sl_xoshiro_next(st); }
 
 static void xoshiro_set(void *vstate, unsigned long seed)
 {
@@ -91,10 +78,7 @@ static void xoshiro_set(void *vstate, unsigned long seed)
 /* GSL's get() returns values in [min, max]; we expose the top 32 bits. */
 static unsigned long xoshiro_get(void *vstate) { return (unsigned long)(xoshiro_next(vstate) >> 32); }
 
-static double xoshiro_get_double(void *vstate)
-{
-    return (double)(xoshiro_next(vstate) >> 11) * 0x1.0p-53;
-}
+static double xoshiro_get_double(void *vstate) { return sl_xoshiro_uniform53(vstate); }
 
 static const gsl_rng_type xoshiro_type = {
     "xoshiro256**", 0xffffffffUL, 0, sizeof(xoshiro_state), xoshiro_set, xoshiro_get,
@@ -111,6 +95,11 @@ gsl_rng *sl_rng_alloc(uint64_t seed, uint64_t stream, uint64_t item)
     }
     gsl_rng_set(r, (unsigned long)sl_seed_derive(seed, stream, item));
     return r;
+}
+
+void sl_xoshiro_seed(sl_xoshiro *x, uint64_t seed, uint64_t stream, uint64_t item)
+{
+    xoshiro_set(x, (unsigned long)sl_seed_derive(seed, stream, item));
 }
 
 void sl_rng_reseed(gsl_rng *r, uint64_t seed, uint64_t stream, uint64_t item)

@@ -63,6 +63,37 @@ void sl_rng_reseed(gsl_rng *r, uint64_t seed, uint64_t stream, uint64_t item);
 /* Uniform double in [0, 1) with 53 random bits. */
 double sl_rng_uniform53(gsl_rng *r);
 
+/* The same xoshiro256** as a plain struct with inline steps, for hot loops where a call through
+ * gsl_rng's function pointer per draw would dominate. sl_xoshiro_seed(x, seed, stream, item)
+ * gives exactly the state of sl_rng_alloc(seed, stream, item), and sl_xoshiro_uniform53 returns the
+ * same values as sl_rng_uniform53 on it, so a fast loop and its gsl_rng twin draw the same bits
+ * (tests/test_common.c checks it). Everything else keeps using gsl_rng. */
+typedef struct {
+    uint64_t s[4];
+} sl_xoshiro;
+
+void sl_xoshiro_seed(sl_xoshiro *x, uint64_t seed, uint64_t stream, uint64_t item);
+
+static inline uint64_t sl_xoshiro_next(sl_xoshiro *x)
+{
+    uint64_t *s = x->s;
+    uint64_t r = s[1] * 5;
+    r = ((r << 7) | (r >> 57)) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = (s[3] << 45) | (s[3] >> 19);
+    return r;
+}
+
+static inline double sl_xoshiro_uniform53(sl_xoshiro *x)
+{
+    return (double)(sl_xoshiro_next(x) >> 11) * 0x1.0p-53;
+}
+
 /* ---- small numerics ---- */
 int sl_isfinite(double x);
 

@@ -4,10 +4,14 @@
 #include "sl_mc.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <gsl/gsl_randist.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 #include <omp.h>
 
 #include "sl_common.h"
@@ -191,6 +195,27 @@ done:
 
 /* ---- plan ---- */
 
+/* One alias-table column c of V, in integers. sl_alias_sample_u(a, u) for u = k 2^-53 computes
+ * x = fl(u V), column min(floor(x), V-1), and keeps the column if x - column < prob[c]. With
+ * y = k V / 2^53 exactly, c = floor(y) and m = k V mod 2^53, the draw is integer arithmetic:
+ *   - x rounds y to the nearest double; it can reach c + 1 only when 2^53 - m <= 2^e (half an ulp,
+ *     2^e <= c), i.e. within less than V of the column's end: at most one k per column, the last
+ *     one (m >= 2^53 - V), whose token is precomputed: last;
+ *   - otherwise x is in [c, c+1), x - c is exact and grows with k, so the column is kept exactly
+ *     for k < keep_below.
+ * mc_col_build finds keep_below and last by evaluating sl_alias_sample_u's own arithmetic, and
+ * tests/test_mc.c compares the two draws at every column's edges and thresholds. */
+typedef struct {
+    uint64_t keep_below;
+    uint32_t alias, last;
+} mc_col;
+
+/* The fused loop's tables for one row. */
+typedef struct {
+    const mc_col *q, *r, *p;
+    const uint64_t *thr;
+} mc_tab;
+
 struct sl_mc_plan {
     size_t V, gamma;
     size_t n_src;      /* distinct rows */
@@ -203,6 +228,13 @@ struct sl_mc_plan {
     sl_alias **qa, **pa, **ra; /* (n_src) */
     sl_spec_accel *accel;      /* (n_win) */
     double *row_accept;        /* (n_src) acceptance probability under cfg */
+    /* The fused loop's copies of the same tables, laid out for it (exact and lenient rules only):
+     * prob and alias of a column side by side, so a draw touches one cache line, and the
+     * acceptance threshold of every token precomputed, so a test is a load and a compare. */
+    mc_col *fq, *fr, *fp; /* (n_src, V) alias tables of q, the residual and p */
+    uint64_t *thr;        /* (n_src, V) sl_spec_verify's threshold t = p/(l q) (1 or 0 where q = 0) as
+                             the integer T = ceil(min(t, 1) 2^53): for u = k 2^-53, u < t iff k < T */
+    mc_tab *wtab;         /* (n_win) the tables of window row w, like accel; NULL: no fused loop */
 };
 
 size_t sl_mc_plan_vocab(const sl_mc_plan *plan) { return plan->V; }
@@ -245,7 +277,39 @@ void sl_mc_plan_free(sl_mc_plan *pl)
     free(pl->wp);
     free(pl->wq);
     free(pl->row_accept);
+    free(pl->fq);
+    free(pl->fr);
+    free(pl->fp);
+    free(pl->thr);
+    free(pl->wtab);
     free(pl);
+}
+
+/* The keep test of sl_alias_sample_u for u = k 2^-53 in column c: that its column is c and that
+ * x - c < prob[c] (the same operations, so the same answer). */
+static int alias_keeps(const sl_alias *a, size_t c, uint64_t k)
+{
+    double x = (double)k * 0x1.0p-53 * (double)a->V;
+    size_t col = (size_t)x;
+    if (col >= a->V) col = a->V - 1;
+    return col == c && x - (double)col < a->prob[col];
+}
+
+/* Column c of a as an mc_col (see there). */
+static mc_col mc_col_build(const sl_alias *a, size_t c)
+{
+    const unsigned __int128 two53 = (unsigned __int128)1 << 53, V = a->V;
+    /* k in [k0, k1] have floor(k V / 2^53) = c. */
+    uint64_t k0 = (uint64_t)((c * two53 + V - 1) / V), k1 = (uint64_t)(((c + 1) * two53 + V - 1) / V) - 1;
+    mc_col col = {0, a->alias[c], (uint32_t)sl_alias_sample_u(a, (double)k1 * 0x1.0p-53)};
+    /* keep_below: the first k in [k0, k1) that is not kept (k1 if none); keeping is a prefix of
+     * the range. Start from the real-number estimate and step to the exact place. */
+    long double est = ((long double)c + (long double)a->prob[c]) * 0x1.0p53L / (long double)a->V;
+    uint64_t g = est <= (long double)k0 ? k0 : est >= (long double)k1 ? k1 : (uint64_t)ceill(est);
+    while (g > k0 && !alias_keeps(a, c, g - 1)) g--;
+    while (g < k1 && alias_keeps(a, c, g)) g++;
+    col.keep_below = g;
+    return col;
 }
 
 int sl_mc_plan_alloc(const sl_mc_source *src, size_t gamma, const sl_spec_config *cfg, sl_mc_plan **out)
@@ -309,6 +373,32 @@ int sl_mc_plan_alloc(const sl_mc_source *src, size_t gamma, const sl_spec_config
             sl_alias_build(pl->ra[i], res);
         }
     }
+    if (pl->use_accel && (cfg->rule == SL_RULE_EXACT || cfg->rule == SL_RULE_LENIENT)) {
+        size_t n = pl->n_src * V;
+        pl->fq = sl_malloc(n * sizeof *pl->fq);
+        pl->fr = sl_malloc(n * sizeof *pl->fr);
+        pl->fp = sl_malloc(n * sizeof *pl->fp);
+        pl->thr = sl_malloc(n * sizeof *pl->thr);
+        pl->wtab = sl_malloc(pl->n_win * sizeof *pl->wtab);
+        if (!pl->fq || !pl->fr || !pl->fp || !pl->thr || !pl->wtab) {
+            rc = SL_EFAIL;
+            goto fail;
+        }
+        const double l = cfg->rule == SL_RULE_LENIENT ? cfg->lenience : 1.0;
+        for (size_t i = 0; i < pl->n_src; i++) {
+            const double *p = pl->p + i * V, *q = pl->q + i * V;
+            for (size_t x = 0; x < V; x++) {
+                size_t j = i * V + x;
+                pl->fq[j] = mc_col_build(pl->qa[i], x);
+                pl->fr[j] = mc_col_build(pl->ra[i], x);
+                pl->fp[j] = mc_col_build(pl->pa[i], x);
+                /* The very expression of sl_spec_verify, so the same double; scaling by 2^53 is
+                 * exact, so the integer test decides exactly as the double one. */
+                double t = q[x] > 0 ? p[x] / (l * q[x]) : (p[x] > 0 ? 1.0 : 0.0);
+                pl->thr[j] = t >= 1 ? (uint64_t)1 << 53 : (uint64_t)ceil(t * 0x1.0p53);
+            }
+        }
+    }
     for (size_t w = 0; w < pl->n_win; w++) {
         /* Window row w holds the source row that a window starting at 0 (IID, positional) or at
          * w - i (sliding) sees at position i; for sliding that is simply row w mod n_src. */
@@ -316,6 +406,7 @@ int sl_mc_plan_alloc(const sl_mc_source *src, size_t gamma, const sl_spec_config
         memcpy(pl->wp + w * V, pl->p + r * V, V * sizeof *pl->wp);
         memcpy(pl->wq + w * V, pl->q + r * V, V * sizeof *pl->wq);
         if (pl->use_accel) pl->accel[w] = (sl_spec_accel){pl->qa[r], pl->pa[r], pl->ra[r]};
+        if (pl->wtab) pl->wtab[w] = (mc_tab){pl->fq + r * V, pl->fr + r * V, pl->fp + r * V, pl->thr + r * V};
     }
     free(res);
     *out = pl;
@@ -328,39 +419,139 @@ fail:
 
 /* ---- the loop ---- */
 
-/* sl_alias_sample_u, inlined: the same arithmetic, so the same token for the same u. */
-static inline size_t alias_u(const sl_alias *a, double u)
+/* sl_alias_sample_u for u = k 2^-53 (k < 2^53, the top 53 bits of a xoshiro output) on a column
+ * table (see mc_col): the same token in integer arithmetic. V11 = V 2^11, so the 128-bit product
+ * k V11 holds floor(k V / 2^53) in its high half and (k V mod 2^53) 2^11 in its low half;
+ * last_lo = (2^53 - V) 2^11 marks the last k of a column. Selected without branches: which side
+ * wins is a coin flip the predictor cannot learn. */
+static inline uint32_t mc_draw(const mc_col *c, uint64_t V11, uint64_t last_lo, uint64_t k)
 {
-    double x = u * (double)a->V;
-    size_t col = (size_t)x;
-    if (col >= a->V) col = a->V - 1;
-    double frac = x - (double)col;
-    return frac < a->prob[col] ? col : a->alias[col];
+    unsigned __int128 pr = (unsigned __int128)k * V11;
+    uint64_t col = (uint64_t)(pr >> 64), lo = (uint64_t)pr;
+    const mc_col *e = c + col;
+    uint32_t alias = e->alias, lastk = e->last;
+    uint32_t r = k < e->keep_below ? (uint32_t)col : alias;
+    return lo >= last_lo ? lastk : r;
 }
 
-/* One iteration of the exact or lenient rule, fused: the fast twin of sl_spec_draft followed by
- * sl_spec_verify with accelerators. It consumes the draft, accept and resample streams exactly as
- * they do (one draft uniform per drafted position, one accept uniform per tested position, one
- * resample uniform for the residual or bonus token), except that it stops drafting at the first
- * rejection: later draft uniforms would be thrown away, and each stream is reseeded per
- * iteration, so nothing downstream changes. Returns the number of tokens emitted. */
-static size_t fused_iteration(const sl_mc_plan *pl, size_t s, sl_rand_rng *rr, int32_t *out)
+/* Iterations ahead that the fused loop prefetches table columns for (measured: 2 to 8 alike). */
+#define MC_AHEAD 2
+/* Per-thread buffer of the fused loop: a block's uniforms as k (u = k 2^-53), (SL_MC_BLOCK * gamma)
+ * rows of 4: [0] draft, [1] accept, [2] resample (only rows < SL_MC_BLOCK used), [3] unused. */
+typedef uint64_t mc_row4[4];
+
+/* Fills out (n) with the top 53 bits of the next n outputs of four xoshiro256** generators side by
+ * side: out[j][l] from g[l]. With AVX2 the four advance together in one 256-bit register (the
+ * multiplications by 5 and 9 are shifts and adds, exact modulo 2^64 like the scalar ones), which
+ * costs about a third of four scalar steps; the values are those of sl_xoshiro_next. */
+static void draw4(sl_xoshiro g[4], mc_row4 *out, size_t n)
 {
-    const size_t V = pl->V, gamma = pl->gamma;
-    const double scale = pl->cfg.rule == SL_RULE_LENIENT ? pl->cfg.lenience : 1.0;
-    for (size_t i = 0; i < gamma; i++) {
-        size_t r = src_row(pl, s, i);
-        const double *p = pl->p + r * V, *q = pl->q + r * V;
-        size_t x = alias_u(pl->qa[r], sl_rng_uniform53(rr->draft));
-        double thr = q[x] > 0 ? p[x] / (scale * q[x]) : (p[x] > 0 ? 1.0 : 0.0);
-        if (!(sl_rng_uniform53(rr->accept) < thr)) {
-            out[i] = (int32_t)alias_u(pl->ra[r], sl_rng_uniform53(rr->resample));
-            return i + 1;
-        }
-        out[i] = (int32_t)x;
+#if defined(__AVX2__)
+#define ROTL4(x, k) _mm256_or_si256(_mm256_slli_epi64((x), (k)), _mm256_srli_epi64((x), 64 - (k)))
+    __m256i s[4];
+    for (int w = 0; w < 4; w++)
+        s[w] = _mm256_set_epi64x((long long)g[3].s[w], (long long)g[2].s[w], (long long)g[1].s[w], (long long)g[0].s[w]);
+    __m256i s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
+    for (size_t j = 0; j < n; j++) {
+        __m256i r = _mm256_add_epi64(_mm256_slli_epi64(s1, 2), s1); /* s1 * 5 */
+        r = ROTL4(r, 7);
+        r = _mm256_add_epi64(_mm256_slli_epi64(r, 3), r); /* * 9 */
+        __m256i t = _mm256_slli_epi64(s1, 17);
+        s2 = _mm256_xor_si256(s2, s0);
+        s3 = _mm256_xor_si256(s3, s1);
+        s1 = _mm256_xor_si256(s1, s2);
+        s0 = _mm256_xor_si256(s0, s3);
+        s2 = _mm256_xor_si256(s2, t);
+        s3 = ROTL4(s3, 45);
+        _mm256_storeu_si256((__m256i *)out[j], _mm256_srli_epi64(r, 11));
     }
-    out[gamma] = (int32_t)alias_u(pl->pa[src_row(pl, s, gamma)], sl_rng_uniform53(rr->resample));
-    return gamma + 1;
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+    for (int w = 0; w < 4; w++) {
+        uint64_t v[4];
+        _mm256_storeu_si256((__m256i *)v, s[w]);
+        for (int l = 0; l < 4; l++) g[l].s[w] = v[l];
+    }
+#undef ROTL4
+#else
+    sl_xoshiro x0 = g[0], x1 = g[1], x2 = g[2], x3 = g[3];
+    for (size_t j = 0; j < n; j++) {
+        out[j][0] = sl_xoshiro_next(&x0) >> 11;
+        out[j][1] = sl_xoshiro_next(&x1) >> 11;
+        out[j][2] = sl_xoshiro_next(&x2) >> 11;
+        out[j][3] = sl_xoshiro_next(&x3) >> 11;
+    }
+    g[0] = x0, g[1] = x1, g[2] = x2, g[3] = x3;
+#endif
+}
+
+/* Iterations t0..t1-1, all of block t0 / SL_MC_BLOCK (or its first part), for the exact and
+ * lenient rules: the fast twin of sl_spec_draft + sl_spec_verify with accelerators, drawing the
+ * same uniforms from the same streams for the same purposes (see sl_mc_run): iteration j of the
+ * block uses draft uniforms j*gamma + i, accept uniforms j*gamma + i for the positions it tests,
+ * and resample uniform j. The generators are inline xoshiro256** with the very states of the
+ * gsl_rng streams, so the tokens are bit-identical (tests/test_mc.c).
+ * Every iteration's uniforms are known up front, so the block's are drawn first, in tight loops,
+ * and then every position of an iteration is drafted and tested without a branch: bit i of mask
+ * says whether position i would accept, and the first rejection decides what is emitted (positions
+ * after it only cost time). No iteration waits for the previous one, and there is no branch for the
+ * predictor to miss on the coin flips. Not inlined into the OpenMP body, so that it gets the
+ * registers to itself. */
+__attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl_mc_opts *o, size_t t0, size_t t1,
+                                                  mc_row4 *bf, uint64_t *hist)
+{
+    const size_t gamma = pl->gamma, n_src = pl->n_src, n = t1 - t0;
+    const int sliding = pl->layout == SL_MC_SLIDING;
+    const uint64_t V11 = (uint64_t)pl->V << 11, last_lo = (((uint64_t)1 << 53) - pl->V) << 11;
+    const uint64_t blk = t0 / SL_MC_BLOCK;
+    int32_t *const tokens = o->tokens;
+    uint8_t *const n_emitted = o->n_emitted;
+    const mc_tab *const wtab = pl->wtab;
+    sl_xoshiro g[4] = {{{0}}};
+    sl_xoshiro_seed(&g[0], o->seed, SL_STREAM_DRAFT, blk);
+    sl_xoshiro_seed(&g[1], o->seed, SL_STREAM_ACCEPT, blk);
+    sl_xoshiro_seed(&g[2], o->seed, SL_STREAM_RESAMPLE, blk);
+    g[3] = g[2]; /* a lane with nothing to do */
+    draw4(g, bf, n * gamma);
+    const mc_row4 *u = bf;
+    size_t s = window_start(pl, t0);
+    const int prefetch = pl->V >= 16384; /* three 16-byte tables of 16384 columns: 768 KiB (measured: no gain at 8192) */
+    int32_t out[SL_SPEC_GAMMA_MAX + 1];
+    for (size_t j = 0; j < n; j++, u += gamma) {
+        const mc_tab *tab = wtab + s;
+        uint64_t mask = 0;
+        if (prefetch && j + MC_AHEAD < n) {
+            /* Tables larger than the L2 cache: ask now for the columns that iteration j + MC_AHEAD
+             * will draw (its uniforms are known), in this window's tables (the same tables unless
+             * the layout slides; a wrong guess costs only the hint). The emitted token's column
+             * is prefetched in the tables it most likely comes from: position 1's residual, p. */
+            const mc_row4 *ua = u + MC_AHEAD * gamma;
+            for (size_t i = 0; i < gamma; i++)
+                __builtin_prefetch(tab[i].q + (uint64_t)(((unsigned __int128)ua[i][0] * V11) >> 64));
+            uint64_t cr = (uint64_t)(((unsigned __int128)bf[j + MC_AHEAD][2] * V11) >> 64);
+            __builtin_prefetch(tab[0].r + cr);
+            __builtin_prefetch(tab[gamma].p + cr);
+        }
+        for (size_t i = 0; i < gamma; i++) {
+            uint32_t x = mc_draw(tab[i].q, V11, last_lo, u[i][0]);
+            out[i] = (int32_t)x;
+            mask |= (uint64_t)(u[i][1] < tab[i].thr[x]) << i;
+        }
+        size_t n_acc = mask == UINT64_MAX ? 64 : (size_t)__builtin_ctzll(~mask);
+        if (n_acc > gamma) n_acc = gamma;
+        /* The residual table of the rejected position, or p's at the bonus position, picked by
+         * arithmetic: a conditional here compiles to another branch on a coin flip. */
+        size_t off = offsetof(mc_tab, r) + (size_t)(n_acc == gamma) * (offsetof(mc_tab, p) - offsetof(mc_tab, r));
+        const mc_col *lt = *(const mc_col *const *)((const char *)&tab[n_acc] + off);
+        out[n_acc] = (int32_t)mc_draw(lt, V11, last_lo, bf[j][2]);
+        size_t k = n_acc + 1;
+        hist[k]++;
+        if (tokens) {
+            int32_t *dst = tokens + (t0 + j) * (gamma + 1);
+            for (size_t i = 0; i <= gamma; i++) dst[i] = i < k ? out[i] : -1;
+        }
+        if (n_emitted) n_emitted[t0 + j] = (uint8_t)k;
+        if (sliding && ++s == n_src) s = 0;
+    }
 }
 
 int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
@@ -369,8 +560,9 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
     if (o->iterations < 1) return sl_fail(SL_EINPUT, "--iterations: %zu, expected >= 1", o->iterations);
     if (o->threads < 0) return sl_fail(SL_EINPUT, "--threads: %d, expected >= 0", o->threads);
     const size_t V = pl->V, gamma = pl->gamma, N = o->iterations;
+    const size_t n_blocks = (N + SL_MC_BLOCK - 1) / SL_MC_BLOCK;
     const int need_pcopy = pl->cfg.rule == SL_BUG_P_INPLACE;
-    const int fused = !o->reference && pl->use_accel && (pl->cfg.rule == SL_RULE_EXACT || pl->cfg.rule == SL_RULE_LENIENT);
+    const int fused = !o->reference && pl->wtab;
     int nt = o->threads > 0 ? o->threads : omp_get_max_threads();
     int status = SL_OK;
     char errbuf[512] = "";
@@ -380,84 +572,101 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
 
 #pragma omp parallel num_threads(nt)
     {
-        sl_rand_rng rr;
-        int rc = sl_rand_rng_init(&rr, o->seed, 0);
-        sl_spec_work *w = rc ? NULL : sl_spec_work_alloc(gamma, V);
+        sl_rand_rng rr = {0};
+        int rc = fused ? SL_OK : sl_rand_rng_init(&rr, o->seed, 0);
+        sl_spec_work *w = rc || fused ? NULL : sl_spec_work_alloc(gamma, V);
+        mc_row4 *fb = fused ? malloc(SL_MC_BLOCK * gamma * sizeof *fb) : NULL;
         double *pbuf = need_pcopy ? malloc((gamma + 1) * V * sizeof *pbuf) : NULL; /* (gamma+1, V) */
-        uint64_t hist[SL_SPEC_GAMMA_MAX + 2] = {0}, reached[SL_SPEC_GAMMA_MAX] = {0},
-                 accepted[SL_SPEC_GAMMA_MAX] = {0}, tok = 0, tok2 = 0;
+        uint64_t hist[SL_SPEC_GAMMA_MAX + 2] = {0};
         int32_t drafts[SL_SPEC_GAMMA_MAX];
-        int ok = !rc && w && (!need_pcopy || pbuf);
+        int ok = !rc && (fused ? fb != NULL : w != NULL) && (!need_pcopy || pbuf);
         if (!ok && !rc) rc = sl_fail(SL_EFAIL, "out of memory allocating Monte Carlo workspace");
+        /* Blocks, not iterations, are the unit of randomness: block b draws from the streams
+         * seeded with (seed, stream, b), so which thread runs it changes nothing. */
 #pragma omp for schedule(static)
-        for (size_t t = 0; t < N; t++) {
+        for (size_t b = 0; b < n_blocks; b++) {
             if (!ok) continue;
-            size_t s = window_start(pl, t);
-            sl_spec_outcome out;
+            size_t tb = b * SL_MC_BLOCK, te = tb + SL_MC_BLOCK < N ? tb + SL_MC_BLOCK : N;
             if (fused) {
-                /* The three streams these rules use, seeded exactly as sl_rand_rng_reseed would. */
-                sl_rng_reseed(rr.draft, o->seed, SL_STREAM_DRAFT, t);
-                sl_rng_reseed(rr.accept, o->seed, SL_STREAM_ACCEPT, t);
-                sl_rng_reseed(rr.resample, o->seed, SL_STREAM_RESAMPLE, t);
-                out.n_emitted = fused_iteration(pl, s, &rr, out.tokens);
-                out.n_accepted = out.n_emitted - 1;
-                goto count;
-            }
-            sl_rand_rng_reseed(&rr, o->seed, t);
-            const double *qw = pl->wq + s * V;
-            double *pw = pl->wp + s * V;
-            const sl_spec_accel *acc = pl->use_accel ? pl->accel + s : NULL;
-            for (size_t i = 0; i < gamma; i++)
-                drafts[i] = (int32_t)sl_spec_draft(&pl->cfg, qw + i * V, acc ? acc + i : NULL, V, &rr.base, w);
-            if (need_pcopy) {
-                /* This variant edits p in place: give it a private copy of the shared rows. */
-                memcpy(pbuf, pw, (gamma + 1) * V * sizeof *pbuf);
-                pw = pbuf;
-            }
-            rc = sl_spec_verify(&pl->cfg, gamma, V, qw, pw, drafts, acc, &rr.base, w, &out);
-            if (rc) {
-                ok = 0;
+                fused_block(pl, o, tb, te, fb, hist);
                 continue;
             }
-        count:;
-            size_t k = out.n_emitted;
-            hist[k]++;
-            tok += k;
-            tok2 += (uint64_t)k * k;
-            for (size_t i = 0; i < gamma && i <= out.n_accepted; i++) {
-                reached[i]++;
-                accepted[i] += i < out.n_accepted;
+            sl_rand_rng_reseed(&rr, o->seed, b);
+            for (size_t t = tb; t < te && ok; t++) {
+                size_t s = window_start(pl, t);
+                sl_spec_outcome out;
+                const double *qw = pl->wq + s * V;
+                double *pw = pl->wp + s * V;
+                const sl_spec_accel *acc = pl->use_accel ? pl->accel + s : NULL;
+                for (size_t i = 0; i < gamma; i++)
+                    drafts[i] = (int32_t)sl_spec_draft(&pl->cfg, qw + i * V, acc ? acc + i : NULL, V, &rr.base, w);
+                if (need_pcopy) {
+                    /* This variant edits p in place: give it a private copy of the shared rows. */
+                    memcpy(pbuf, pw, (gamma + 1) * V * sizeof *pbuf);
+                    pw = pbuf;
+                }
+                unsigned slots = rr.n_slots;
+                rc = sl_spec_verify(&pl->cfg, gamma, V, qw, pw, drafts, acc, &rr.base, w, &out);
+                if (rc) {
+                    ok = 0;
+                    break;
+                }
+                /* Every iteration takes gamma uniforms from the accept stream and tests with the
+                 * first ones (sl_spec_verify draws each through uniform_new, which counts them in
+                 * n_slots); the rest are skipped, so that iteration j's uniforms sit at a fixed
+                 * place in the block's stream. */
+                for (size_t u = rr.n_slots - slots; u < gamma; u++) (void)sl_rng_uniform53(rr.accept);
+                size_t k = out.n_emitted;
+                hist[k]++;
+                if (o->tokens) {
+                    int32_t *dst = o->tokens + t * (gamma + 1);
+                    for (size_t i = 0; i <= gamma; i++) dst[i] = i < k ? out.tokens[i] : -1;
+                }
+                if (o->n_emitted) o->n_emitted[t] = (uint8_t)k;
             }
-            if (o->tokens) {
-                int32_t *dst = o->tokens + t * (gamma + 1);
-                for (size_t i = 0; i <= gamma; i++) dst[i] = i < k ? out.tokens[i] : -1;
-            }
-            if (o->n_emitted) o->n_emitted[t] = (uint8_t)k;
         }
 #pragma omp critical(sl_mc_reduce)
         {
             /* Integer sums: the order threads arrive in does not change a bit. */
             for (size_t k = 0; k < gamma + 2; k++) res->hist[k] += hist[k];
-            for (size_t i = 0; i < gamma; i++) {
-                res->reached_at[i] += reached[i];
-                res->accepted_at[i] += accepted[i];
-            }
-            res->tokens += tok;
-            res->tokens_sq += tok2;
             if (rc && status == SL_OK) {
                 status = rc;
                 snprintf(errbuf, sizeof errbuf, "%s", sl_errmsg());
             }
         }
         free(pbuf);
+        free(fb);
         sl_spec_work_free(w);
         if (rr.draft) sl_rand_rng_free(&rr);
     }
     res->elapsed_s = sl_now_s() - t0;
+    /* Everything else follows from the histogram of N = n_accepted + 1: position i (0-based) was
+     * tested by the iterations with N >= i + 1 and accepted by those with N >= i + 2. */
+    uint64_t tail = 0;
+    for (size_t k = gamma + 1; k >= 1; k--) {
+        tail += res->hist[k];
+        if (k - 1 < gamma) res->reached_at[k - 1] = tail;
+        if (k >= 2) res->accepted_at[k - 2] = tail;
+        res->tokens += (uint64_t)k * res->hist[k];
+        res->tokens_sq += (uint64_t)k * k * res->hist[k];
+    }
     res->draft_calls = (uint64_t)N * gamma;
     res->target_calls = N;
     if (status) return sl_fail(status, "%s", errbuf[0] ? errbuf : "Monte Carlo iteration failed");
     return SL_OK;
+}
+
+int64_t sl_mc_plan_fused_draw(const sl_mc_plan *pl, int which, size_t row, uint64_t k)
+{
+    if (!pl->wtab || which < 0 || which > 2 || row >= pl->n_src) return -1;
+    const mc_col *t = (which == 0 ? pl->fq : which == 1 ? pl->fr : pl->fp) + row * pl->V;
+    return mc_draw(t, (uint64_t)pl->V << 11, (((uint64_t)1 << 53) - pl->V) << 11, k);
+}
+
+const sl_alias *sl_mc_plan_alias(const sl_mc_plan *pl, int which, size_t row)
+{
+    if (!pl->wtab || which < 0 || which > 2 || row >= pl->n_src) return NULL;
+    return which == 0 ? pl->qa[row] : which == 1 ? pl->ra[row] : pl->pa[row];
 }
 
 /* ---- predictions ---- */

@@ -11,12 +11,19 @@
  *   SL_MC_SLIDING     iteration t uses rows (t + i) mod n_rows for i = 0..gamma: a replay of a logged
  *                     sequence from every prefix, predictions averaged over the windows used.
  *
- * Reproducibility: iteration t draws from sl_rand_rng_reseed(seed, t), never from a thread id, and
- * every reduction is over integers, so results are the same bytes for any OpenMP thread count.
+ * Reproducibility: iterations run in blocks of SL_MC_BLOCK; block b draws from the streams of
+ * sl_rand_rng_reseed(seed, b), never from a thread id, and every reduction is over integers, so
+ * results are the same bytes for any OpenMP thread count. Within a block each iteration takes a
+ * fixed share of every stream: gamma draft uniforms (one per sl_spec_draft call), gamma accept
+ * uniforms (sl_spec_verify uses the first one per tested position; the rest are skipped) and, for
+ * the rules that resample, resample uniforms as sl_spec_verify draws them.
  * Speed: the run precomputes alias tables of q, p and the residual for every distinct row, so
- * each draw is O(1) after an O(V) set-up; for the exact and lenient rules a fused loop (the fast
- * twin of sl_spec_draft + sl_spec_verify, bit-identical to them) avoids the per-call overhead (for every rule whose draws are plain draws from q, p or
- * the residual; the wrong variants that draw otherwise do their own O(V) work, as they would).
+ * each draw is O(1) after an O(V) set-up. For the exact and lenient rules a fused loop, the fast
+ * twin of sl_spec_draft + sl_spec_verify, emits bit-identical tokens (tests/test_mc.c): it draws a
+ * block's uniforms up front (an inline xoshiro256**, four streams side by side), draws tokens from
+ * integer alias columns and tests them against integer thresholds, all without a branch on a
+ * random outcome. The other rules run the reference path (the wrong variants that draw otherwise
+ * do their own O(V) work, as they would).
  */
 #ifndef SL_MC_H
 #define SL_MC_H
@@ -102,7 +109,17 @@ size_t sl_mc_plan_rows(const sl_mc_plan *plan);
 const double *sl_mc_plan_p(const sl_mc_plan *plan, size_t row);
 const double *sl_mc_plan_q(const sl_mc_plan *plan, size_t row);
 sl_mc_layout sl_mc_plan_layout(const sl_mc_plan *plan);
+/* For tests: the fused loop's integer alias draw for u = k 2^-53 (k < 2^53) from table `which`
+ * (0 = q, 1 = residual, 2 = p) of distinct row `row`, and the sl_alias table it must agree with
+ * token for token. -1 / NULL when the plan has no fused loop (rules other than exact and lenient). */
+int64_t sl_mc_plan_fused_draw(const sl_mc_plan *plan, int which, size_t row, uint64_t k);
+const sl_alias *sl_mc_plan_alias(const sl_mc_plan *plan, int which, size_t row);
 const sl_spec_config *sl_mc_plan_config(const sl_mc_plan *plan);
+
+/* Iterations per block of randomness: block b (iterations b*SL_MC_BLOCK ...) draws from the streams
+ * seeded with (seed, stream, b), its iterations one after another. Part of what a seed means:
+ * changing it changes every result. */
+#define SL_MC_BLOCK 256
 
 typedef struct {
     size_t iterations;
@@ -111,8 +128,8 @@ typedef struct {
     int32_t *tokens;     /* optional (iterations, gamma + 1): emitted tokens, unused slots -1 */
     uint8_t *n_emitted;  /* optional (iterations) */
     int reference;       /* 1: every iteration through sl_spec_draft/sl_spec_verify. 0 (default): the
-                            exact and lenient rules take a fused loop that draws the same uniforms
-                            from the same streams in the same order, so its output is bit-identical
+                            exact and lenient rules take a fused loop that uses the same uniforms
+                            from the same streams for the same draws, so its output is bit-identical
                             (tests/test_mc.c checks it); `speclab verify` always uses the reference. */
 } sl_mc_opts;
 

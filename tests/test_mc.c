@@ -124,6 +124,139 @@ Test(mc, thread_count_does_not_change_results)
     sl_mc_plan_free(p);
 }
 
+/* The reference path (every iteration through sl_spec_draft + sl_spec_verify, as `speclab verify`
+ * runs it) is thread-count invariant too, for a rule with its own streams (sampler-match draws
+ * from the target stream) and for a wrong variant; N is not a multiple of the block size. */
+Test(mc, reference_path_thread_count_does_not_change_results)
+{
+    const sl_rule rules[] = {SL_RULE_EXACT, SL_RULE_SAMPLER_MATCH, SL_BUG_SHARED_UNIFORM};
+    const size_t N = 3001, gamma = 3;
+    for (int r = 0; r < 3; r++) {
+        sl_mc_plan *p = family_plan(SL_FAMILY_NOISY, 50, gamma, 0.6, rules[r]);
+        int32_t *t1 = calloc(N * (gamma + 1), sizeof *t1), *t2 = calloc(N * (gamma + 1), sizeof *t2);
+        sl_mc_opts o1 = {N, 5, 1, t1, NULL, 1}, o2 = {N, 5, 2, t2, NULL, 1};
+        sl_mc_result r1, r2;
+        cr_assert_eq(sl_mc_run(p, &o1, &r1), SL_OK);
+        cr_assert_eq(sl_mc_run(p, &o2, &r2), SL_OK);
+        r1.elapsed_s = r2.elapsed_s = 0;
+        cr_assert_eq(memcmp(&r1, &r2, sizeof r1), 0, "rule %d", r);
+        cr_assert_eq(memcmp(t1, t2, N * (gamma + 1) * sizeof *t1), 0, "rule %d", r);
+        free(t1);
+        free(t2);
+        sl_mc_plan_free(p);
+    }
+}
+
+/* The fused loop at the edges of its bit mask: gamma = 1, an odd gamma, and gamma = 64 where an
+ * iteration that accepts every draft sets all 64 bits (identical pair: always). Byte-identical to
+ * the reference path; N is not a multiple of the block size. */
+Test(mc, fused_loop_equals_reference_at_extreme_gammas)
+{
+    const size_t gammas[] = {1, 5, 64}, N = 1000;
+    {
+        /* V >= 16384: the loop that prefetches table columns */
+        const size_t g4 = 4, V = 20000;
+        sl_mc_plan *p = family_plan(SL_FAMILY_NOISY, V, g4, 0.5, SL_RULE_EXACT);
+        int32_t *t1 = calloc(N * (g4 + 1), sizeof *t1), *t2 = calloc(N * (g4 + 1), sizeof *t2);
+        sl_mc_opts fast = {N, 4, 1, t1, NULL, 0}, ref = {N, 4, 1, t2, NULL, 1};
+        sl_mc_result a, b;
+        cr_assert_eq(sl_mc_run(p, &fast, &a), SL_OK);
+        cr_assert_eq(sl_mc_run(p, &ref, &b), SL_OK);
+        cr_assert_eq(memcmp(t1, t2, N * (g4 + 1) * sizeof *t1), 0, "V %zu", V);
+        free(t1);
+        free(t2);
+        sl_mc_plan_free(p);
+    }
+    const sl_mc_family fams[] = {SL_FAMILY_IDENTICAL, SL_FAMILY_NOISY};
+    for (int g = 0; g < 3; g++)
+        for (int f = 0; f < 2; f++) {
+            size_t gamma = gammas[g];
+            sl_mc_plan *p = family_plan(fams[f], 40, gamma, 0.3, SL_RULE_EXACT);
+            int32_t *t1 = calloc(N * (gamma + 1), sizeof *t1), *t2 = calloc(N * (gamma + 1), sizeof *t2);
+            uint8_t *n1 = calloc(N, 1), *n2 = calloc(N, 1);
+            sl_mc_opts fast = {N, 3, 1, t1, n1, 0}, ref = {N, 3, 1, t2, n2, 1};
+            sl_mc_result a, b;
+            cr_assert_eq(sl_mc_run(p, &fast, &a), SL_OK);
+            cr_assert_eq(sl_mc_run(p, &ref, &b), SL_OK);
+            cr_assert_eq(memcmp(t1, t2, N * (gamma + 1) * sizeof *t1), 0, "gamma %zu family %d", gamma, f);
+            cr_assert_eq(memcmp(n1, n2, N), 0);
+            a.elapsed_s = b.elapsed_s = 0;
+            cr_assert_eq(memcmp(&a, &b, sizeof a), 0);
+            if (f == 0) cr_assert_eq(a.hist[gamma + 1], N, "identical pair: every draft accepted");
+            free(t1);
+            free(t2);
+            free(n1);
+            free(n2);
+            sl_mc_plan_free(p);
+        }
+}
+
+/* The fused loop's integer alias draw against sl_alias_sample_u, token for token: at both ends
+ * of every column's range of k (where rounding of u V can move a draw to the next column), on
+ * both sides of every place inside a column where the reference switches from the column to its
+ * alias (found by bisection on the reference alone), and at random k. Tables with zero columns
+ * (disjoint), prob-1 columns (identical pair: the residual is 0/0), and V up to 50257. */
+static void check_draws(sl_mc_plan *p, const char *what)
+{
+    size_t V = sl_mc_plan_vocab(p);
+    const unsigned __int128 two53 = (unsigned __int128)1 << 53;
+    gsl_rng *r = sl_rng_alloc(1, SL_STREAM_DATA, V);
+    for (size_t row = 0; row < sl_mc_plan_rows(p); row++)
+        for (int which = 0; which < 3; which++) {
+            const sl_alias *a = sl_mc_plan_alias(p, which, row);
+            cr_assert_not_null(a);
+#define CHECK(kk)                                                                                          \
+    do {                                                                                                   \
+        uint64_t k_ = (kk);                                                                                \
+        size_t ref = sl_alias_sample_u(a, (double)k_ * 0x1.0p-53);                                        \
+        int64_t got = sl_mc_plan_fused_draw(p, which, row, k_);                                           \
+        cr_assert_eq(got, (int64_t)ref, "%s table %d row %zu k %llu: %lld, reference %zu", what, which, row, \
+                     (unsigned long long)k_, (long long)got, ref);                                         \
+    } while (0)
+            for (size_t c = 0; c < V; c++) {
+                uint64_t k0 = (uint64_t)((c * two53 + V - 1) / V), k1 = (uint64_t)(((c + 1) * two53 + V - 1) / V) - 1;
+                for (uint64_t d = 0; d < 3; d++) {
+                    CHECK(k0 + d);
+                    CHECK(k1 - d);
+                }
+                if (a->alias[c] == c) continue;
+                /* first k in [k0, k1] whose reference token is not c, if any */
+                uint64_t lo = k0, hi = k1 + 1;
+                while (lo < hi) {
+                    uint64_t mid = lo + (hi - lo) / 2;
+                    if (sl_alias_sample_u(a, (double)mid * 0x1.0p-53) == c) lo = mid + 1;
+                    else hi = mid;
+                }
+                for (uint64_t d = lo > k0 + 2 ? lo - 2 : k0; d <= lo + 2 && d <= k1; d++) CHECK(d);
+            }
+            for (int i = 0; i < 2000; i++) CHECK(gsl_rng_get(r) << 21 ^ gsl_rng_get(r));
+#undef CHECK
+        }
+    gsl_rng_free(r);
+}
+
+Test(mc, fused_integer_draw_equals_alias_sample)
+{
+    const size_t Vs[] = {2, 3, 7, 300, 4097};
+    for (int v = 0; v < 5; v++) {
+        sl_mc_plan *p = family_plan(SL_FAMILY_NOISY, Vs[v], 3, 0.8, SL_RULE_EXACT);
+        check_draws(p, "noisy");
+        sl_mc_plan_free(p);
+    }
+    sl_mc_plan *p = family_plan(SL_FAMILY_DISJOINT, 101, 2, 0, SL_RULE_EXACT);
+    check_draws(p, "disjoint");
+    sl_mc_plan_free(p);
+    p = family_plan(SL_FAMILY_IDENTICAL, 64, 2, 0, SL_RULE_LENIENT);
+    check_draws(p, "identical");
+    sl_mc_plan_free(p);
+    p = family_plan(SL_FAMILY_POSITIONAL, 50, 2, 0.5, SL_RULE_EXACT);
+    check_draws(p, "positional");
+    sl_mc_plan_free(p);
+    p = family_plan(SL_FAMILY_ZIPF, 50257, 4, 0, SL_RULE_EXACT);
+    check_draws(p, "zipf");
+    sl_mc_plan_free(p);
+}
+
 /* The fused loop of the exact and lenient rules is the fast twin of sl_spec_draft + sl_spec_verify:
  * byte-identical tokens for the same seed on i.i.d., positional and sliding layouts. */
 Test(mc, fused_loop_equals_reference_sampler)
