@@ -275,10 +275,11 @@ static int measure_costs(sl_lm *lt, sl_lm *ld, const int32_t *ctx, size_t ctx_le
 typedef struct {
     double acc, tested, drafted, iters, emitted, kept, draft_s, verify_s, sample_s, wall; /* speculative */
     double ar_tokens, ar_wall;                                                          /* baseline */
+    double beta_tested, n_beta_tested; /* logged beta summed over the tested draft positions */
 } prompt_acc;
 
 typedef struct {
-    double acceptance_rate, alpha_hat, tokens_per_iter, speedup, thm38, general, expected;
+    double acceptance_rate, alpha_hat, tokens_per_iter, speedup, thm38, general, expected, beta_tested;
 } point;
 
 static int point_of(const prompt_acc *pa, const size_t *idx, size_t n, int gamma, double c, const sl_theory_vcost *vc,
@@ -291,7 +292,9 @@ static int point_of(const prompt_acc *pa, const size_t *idx, size_t n, int gamma
         s.acc += p->acc, s.tested += p->tested, s.drafted += p->drafted, s.iters += p->iters;
         s.emitted += p->emitted, s.kept += p->kept, s.wall += p->wall;
         s.ar_tokens += p->ar_tokens, s.ar_wall += p->ar_wall;
+        s.beta_tested += p->beta_tested, s.n_beta_tested += p->n_beta_tested;
     }
+    o->beta_tested = s.n_beta_tested > 0 ? s.beta_tested / s.n_beta_tested : NAN;
     o->acceptance_rate = s.drafted > 0 ? s.acc / s.drafted : NAN;
     o->alpha_hat = s.tested > 0 ? s.acc / s.tested : NAN;
     o->tokens_per_iter = s.iters > 0 ? s.emitted / s.iters : NAN;
@@ -385,6 +388,29 @@ static int report(const char *path, long boot, double level, uint64_t seed, sl_f
             p->sample_s += b.sample_s[i];
         }
     }
+    /* Tested draft positions: the accepted ones and the first rejected one of each iteration (the
+     * accepted flags are a prefix). Given its context a tested draft is accepted with probability
+     * beta, so accepted / tested must match the mean logged beta over the same positions whatever
+     * selects them; the mean beta of a measure log weighs every position of the target's text
+     * alike and can differ (positions after an acceptance are tested more often). */
+    sl_log_draft_block db;
+    memset(&db, 0, sizeof db);
+    if (!rc) rc = sl_log_draft_block_alloc(&db, 4096);
+    int prev_acc = 0;
+    for (size_t first = 0; !rc; first += db.n) {
+        rc = sl_log_read_drafts(r, first, &db);
+        if (rc || db.n == 0) break;
+        for (size_t i = 0; i < db.n; i++) {
+            int tested = db.draft_position[i] == 1 || prev_acc;
+            prev_acc = db.accepted[i];
+            if (tested && !isnan(db.beta[i])) {
+                prompt_acc *p = &pa[seq_prompt[db.sequence[i]]];
+                p->beta_tested += db.beta[i];
+                p->n_beta_tested += 1;
+            }
+        }
+    }
+    if (db.cap) sl_log_draft_block_free(&db);
     if (!rc) rc = sl_log_read_costs(r, &costs);
     if (!rc && costs.count > 0) {
         rc = sl_theory_vcost_table(&vc, costs.n, costs.v, costs.count);
@@ -396,7 +422,7 @@ static int report(const char *path, long boot, double level, uint64_t seed, sl_f
 
     /* Percentile bootstrap over whole prompts (each keeps its speculative and baseline decodes,
      * so the speedup's numerator and denominator move together). */
-    enum { K_RATE, K_ALPHA, K_TPI, K_SPEED, K_38, K_GEN, K_EXP, K_N };
+    enum { K_RATE, K_ALPHA, K_TPI, K_SPEED, K_38, K_GEN, K_EXP, K_BETA, K_N };
     double lo[K_N], hi[K_N];
     for (int k = 0; k < K_N; k++) lo[k] = hi[k] = NAN;
     if (!rc && boot > 0 && np > 1) {
@@ -408,7 +434,7 @@ static int report(const char *path, long boot, double level, uint64_t seed, sl_f
             for (size_t i = 0; i < np; i++) idx[i] = (size_t)gsl_rng_uniform_int(g, np);
             point q;
             rc = point_of(pa, idx, np, gamma, c, have_vc ? &vc : NULL, &q);
-            double v[K_N] = {q.acceptance_rate, q.alpha_hat, q.tokens_per_iter, q.speedup, q.thm38, q.general, q.expected};
+            double v[K_N] = {q.acceptance_rate, q.alpha_hat, q.tokens_per_iter, q.speedup, q.thm38, q.general, q.expected, q.beta_tested};
             for (int k = 0; k < K_N; k++) bs[k * boot + j] = v[k];
         }
         if (g) gsl_rng_free(g);
@@ -452,6 +478,8 @@ static int report(const char *path, long boot, double level, uint64_t seed, sl_f
         snprintf(note, sizeof note, "accepted %.0f of %.0f tested (drafts up to the first rejection): estimates alpha", tot.acc,
                  tot.tested);
         add_metric(tr, "alpha_hat", pt.alpha_hat, lo[K_ALPHA], hi[K_ALPHA], note);
+        add_metric(tr, "beta_tested", pt.beta_tested, lo[K_BETA], hi[K_BETA],
+                   "mean logged beta at the tested positions: what alpha_hat must match");
         add_metric(tr, "tokens_per_iteration", pt.tokens_per_iter, lo[K_TPI], hi[K_TPI], "observed emitted / iterations");
         add_metric(tr, "expected_tokens", pt.expected, lo[K_EXP], hi[K_EXP], "E[N] = (1 - a^(g+1))/(1 - a) at alpha_hat");
         add_metric(tr, "c", c, NAN, NAN, "measured: draft step / target step (medians)");

@@ -121,6 +121,8 @@ tested = (acc + (acc < 3)).sum()
 alpha = acc.sum() / tested
 assert abs(r["alpha_hat"]["value"] - alpha) < 1e-12 and abs(r["acceptance_rate"]["value"] - acc.sum() / (3 * len(acc))) < 1e-12
 assert abs(r["tokens_per_iteration"]["value"] - em.mean()) < 1e-12
+tested_mask = np.arange(3)[None, :] <= acc[:, None]              # accepted drafts and the first rejection
+assert abs(r["beta_tested"]["value"] - b.reshape(-1, 3)[tested_mask].mean()) < 1e-12
 w, g = sq["wall_s"][:], sq["n_generated"][:]
 speed = (w[mode == 1].sum() / g[mode == 1].sum()) / (w[mode == 0].sum() / g[mode == 0].sum())
 assert abs(r["speedup"]["value"] - speed) < 1e-9 * speed
