@@ -17,8 +17,8 @@
 #   --prompts-dir DIR   where DOMAIN.txt live (default data/prompts)
 #   --domains LIST      prompt sets (default "prose code")
 #   --temperatures LIST (default "1 0")
-#   --prompts K         first K prompts of each set (default 8)
-#   --tokens N          tokens per prompt (default 64)
+#   --prompts K         first K prompts of each set (default 12)
+#   --tokens N          tokens per prompt (default 96)
 #   --gamma G           drafts per iteration of the run (default 4)
 #   --threads T         OMP_NUM_THREADS for measure and run (default 1; see analysis/README.md)
 #   --cost-reps R       timed repetitions of each cost point (default 15)
@@ -26,9 +26,9 @@
 #   --seed S            (default 1)
 #   --out DIR           logs and the table (default evidence-out); the table is DIR/evidence.md
 #   --speclab BIN       (default build/speclab)
-# Default budget: 8 prompts x 64 tokens per cell; with a 12 M-parameter target (6 layers, d 384)
-# and 2.8 M / 0.16 M drafts, 2 drafts x 2 domains x 2 temperatures take about 2 minutes on 2 cores
-# (analysis/README.md has the measured times); scale --prompts and --tokens to taste.
+# Default budget: 12 prompts x 96 tokens per cell, about 18 s per cell with a 12 M-parameter target
+# (6 layers, d 384) and drafts of 0.16-2.8 M parameters on 2 loaded cores: 8 drafts x 2 domains x
+# 2 temperatures in about 10 minutes (analysis/README.md); scale --prompts and --tokens to taste.
 set -euo pipefail
 S=build/speclab
 TARGET=""
@@ -36,8 +36,8 @@ DRAFTS=""
 PDIR=data/prompts
 DOMAINS="prose code"
 TEMPS="1 0"
-K=8
-N=64
+K=12
+N=96
 G=4
 THREADS=1
 REPS=15
