@@ -26,7 +26,7 @@
 #   --seed S            (default 1)
 #   --out DIR           logs and the table (default evidence-out); the table is DIR/evidence.md
 #   --speclab BIN       (default build/speclab)
-# Default budget: 12 prompts x 96 tokens per cell, about 18 s per cell with a 12 M-parameter target
+# Default budget: 12 prompts x 96 tokens per cell, about 16 s per cell with a 12 M-parameter target
 # (6 layers, d 384) and drafts of 0.16-2.8 M parameters on 2 loaded cores: 8 drafts x 2 domains x
 # 2 temperatures in about 10 minutes (analysis/README.md); scale --prompts and --tokens to taste.
 set -euo pipefail
