@@ -788,6 +788,11 @@ static int compute_factors(const sl_analyze_opts *o, sl_analyze_result *res, con
     memcpy(res->vtab, vtab, (G + 1) * sizeof *vtab);
     res->have_replay = res->kind == SL_LOG_MEASURE && res->n_windows > 0;
     if (!isfinite(res->alpha)) return SL_OK;
+    /* The conditional acceptance of a position that is never reached (every earlier beta 0, e.g. a
+     * temperature-0 draft that never agrees) is undefined (NaN in the table); for the factors any
+     * value gives the same E[N], because the product of the betas before it is already 0. */
+    double cond[SL_ANALYZE_GMAX];
+    for (size_t k = 0; k < G; k++) cond[k] = isfinite(res->cond[k]) ? res->cond[k] : 0;
     for (size_t ci = 0; ci < res->n_cs; ci++) {
         double c = res->cs[ci], ch = isfinite(o->c_hat) ? o->c_hat : c;
         res->c_hat[ci] = ch;
@@ -796,7 +801,7 @@ static int compute_factors(const sl_analyze_opts *o, sl_analyze_result *res, con
             if (!rc) rc = sl_theory_walltime_factor_v(res->alpha, (int)g, c, vc, &res->fv[ci][g - 1]);
             if (!rc) rc = sl_theory_ops_factor(res->alpha, (int)g, ch, &res->fops[ci][g - 1]);
             res->frep[ci][g - 1] = NAN;
-            if (!rc && res->have_replay) rc = sl_theory_beta_walltime_factor_v(res->cond, (int)g, c, vc, &res->frep[ci][g - 1]);
+            if (!rc && res->have_replay) rc = sl_theory_beta_walltime_factor_v(cond, (int)g, c, vc, &res->frep[ci][g - 1]);
             if (rc) return rc;
         }
         sl_theory_optimum op;
@@ -806,7 +811,7 @@ static int compute_factors(const sl_analyze_opts *o, sl_analyze_result *res, con
         sl_theory_optimum_free(&op);
         res->opt_rep[ci] = 0, res->optf_rep[ci] = NAN, res->opt_rep_cap[ci] = 0;
         if (res->have_replay) {
-            rc = sl_theory_beta_optimal_gamma(res->cond, (int)G, c, vc, (int)G, &op);
+            rc = sl_theory_beta_optimal_gamma(cond, (int)G, c, vc, (int)G, &op);
             if (rc) return rc;
             res->opt_rep[ci] = op.gamma_opt, res->optf_rep[ci] = op.factor_opt, res->opt_rep_cap[ci] = op.at_cap;
             sl_theory_optimum_free(&op);

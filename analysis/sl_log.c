@@ -673,7 +673,12 @@ int sl_log_shard_done(sl_log_writer *w, size_t k, size_t n_seq, const int32_t *c
     hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
     char fp[2048] = "";
     int64_t nseq = -1;
+    int fp_ver = -1;
     if (f < 0) rc = sl_fail(SL_EINPUT, "%s is not a readable HDF5 shard; remove it to recompute", p);
+    else if (!get_attr_str(f, "fingerprint", fp, sizeof fp) && sscanf(fp, "schema=%d;", &fp_ver) == 1 &&
+             fp_ver != SL_LOG_SCHEMA_VERSION)
+        rc = sl_fail(SL_EINPUT, "%s has schema version %d; this speclab writes version %d (use another output)", p, fp_ver,
+                     SL_LOG_SCHEMA_VERSION);
     else if (get_attr_str(f, "fingerprint", fp, sizeof fp) || strcmp(fp, w->fp))
         rc = sl_fail(SL_EINPUT, "%s was written with other settings; use another output or remove %s", p, w->dir);
     else if (get_attr_num(f, "n_sequences", H5T_NATIVE_INT64, &nseq) || nseq < 0 || (size_t)nseq > n_seq)
@@ -766,6 +771,13 @@ int sl_log_seq_end(sl_log_writer *w, int mode, double wall_s)
     w->in_seq = 0;
     w->shard_nseq++;
     return row_done(t);
+}
+
+int sl_log_seq_set_generated(sl_log_writer *w, size_t n)
+{
+    if (!w->in_seq) return sl_fail(SL_EFAIL, "sl_log_seq_set_generated: no open sequence");
+    w->n_generated = n;
+    return SL_OK;
 }
 
 int sl_log_add_position(sl_log_writer *w, const double *p, const double *q, int32_t token)

@@ -97,6 +97,10 @@ int sl_log_shard_commit(sl_log_writer *w);
 /* A sequence inside the open shard. mode (run logs): 0 speculative, 1 autoregressive baseline. */
 int sl_log_seq_begin(sl_log_writer *w, int64_t sequence, int64_t prompt_id, const int32_t *prompt, size_t n_prompt);
 int sl_log_seq_end(sl_log_writer *w, int mode, double wall_s);
+/* Run logs: the tokens the sequence kept (/sequences/n_generated), set before sl_log_seq_end. By
+ * default it is the sum of the iterations' emitted tokens; an autoregressive baseline has no
+ * iterations, and the last iteration of a speculative one may emit beyond the token budget. */
+int sl_log_seq_set_generated(sl_log_writer *w, size_t n);
 
 /* Measure logs: one generated token with the standardised target p and draft q (V) at its prefix.
  * Computes beta, D_LK, entropies, max q, p(token), q(token); stores p and q when meta.dist says so. */
