@@ -11,12 +11,15 @@
 #include "sl_model.h"
 #include "sl_tok.h"
 
+int sl_cmd_model_ngram(int argc, char **argv); /* cmd_model_ngram.c */
+
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: speclab model info FILE [--format table|csv|json]\n"
             "       speclab model init --arch gpt2|llama --config JSON --out FILE [--seed S]\n"
             "                          [--dtype f32|f16|bf16] [--init-std X] [--tokenizer-json FILE]\n"
+            "       speclab model ngram --train FILE.tok ... --order 1|2 --tokenizer TOK --out FILE (see --help)\n"
             "\n"
             "info: validates FILE and prints its architecture, config, parameter count, bytes per dtype,\n"
             "      whether it carries a tokenizer, and its training metadata.\n"
@@ -195,5 +198,6 @@ int sl_cmd_model(int argc, char **argv)
     }
     if (!strcmp(argv[1], "info")) return model_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "init")) return model_init(argc - 1, argv + 1);
-    return sl_fail(SL_EINPUT, "unknown model subcommand '%s' (expected info or init)", argv[1]);
+    if (!strcmp(argv[1], "ngram")) return sl_cmd_model_ngram(argc - 1, argv + 1);
+    return sl_fail(SL_EINPUT, "unknown model subcommand '%s' (expected info, init or ngram)", argv[1]);
 }
