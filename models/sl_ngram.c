@@ -341,11 +341,12 @@ int sl_ngram_open(const char *path, sl_ngram **out)
         if (!rc) rc = get_i32(f, "bigram.count", nnz, &m->cnt);
         if (!rc && (m->row_ptr[0] != 0 || (size_t)m->row_ptr[m->vocab_size] != nnz))
             rc = sl_fail(SL_EINPUT, "%s: bigram.row_ptr must run from 0 to %zu", path, nnz);
+        /* All row pointers first, so that no row below reads outside col and count. */
+        for (size_t v = 0; !rc && v < m->vocab_size; v++)
+            if (m->row_ptr[v + 1] < m->row_ptr[v] || (size_t)m->row_ptr[v + 1] > nnz)
+                rc = sl_fail(SL_EINPUT, "%s: bigram.row_ptr[%zu] = %d: expected non-decreasing values in [0, %zu]", path,
+                             v + 1, m->row_ptr[v + 1], nnz);
         for (size_t v = 0; !rc && v < m->vocab_size; v++) {
-            if (m->row_ptr[v + 1] < m->row_ptr[v]) {
-                rc = sl_fail(SL_EINPUT, "%s: bigram.row_ptr decreases at %zu", path, v);
-                break;
-            }
             uint64_t rs = 0;
             for (int32_t e = m->row_ptr[v]; !rc && e < m->row_ptr[v + 1]; e++) {
                 if (m->col[e] < 0 || (size_t)m->col[e] >= m->vocab_size || (e > m->row_ptr[v] && m->col[e] <= m->col[e - 1]))

@@ -16,7 +16,8 @@ int sl_cmd_model_ngram(int argc, char **argv);
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: speclab model ngram --train FILE.tok [FILE.tok ...] --order 1|2 --tokenizer TOK --out FILE\n"
+            "usage: speclab model ngram --train FILE.tok [FILE.tok ...] --order 1|2 (--tokenizer TOK | --vocab V)\n"
+            "                           --out FILE\n"
             "                           [--smoothing addk|absdisc|kn] [--add-k K] [--discount D]\n"
             "\n"
             "Counts unigrams (and bigrams, within each file) of the token files and writes a draft with a\n"
@@ -24,7 +25,8 @@ static void usage(FILE *f)
             "transformers\"). Order 1: add-k (default k = 1). Order 2: interpolated Kneser-Ney (kn, the\n"
             "default) or absolute discounting backing off to the add-k unigram (absdisc); the discount D\n"
             "defaults to n1 / (n1 + 2 n2). The token files' vocabulary must be the tokenizer's (TOK: a\n"
-            "tokenizer JSON or a model file that carries one); the tokenizer is embedded in the output.\n");
+            "tokenizer JSON or a model file that carries one); the tokenizer is embedded in the output.\n"
+            "--vocab V instead: no tokenizer, the token files must have vocab_size V.\n");
 }
 
 int sl_cmd_model_ngram(int argc, char **argv)
@@ -33,12 +35,13 @@ int sl_cmd_model_ngram(int argc, char **argv)
         {"train", required_argument, 0, 'T'},   {"order", required_argument, 0, 'n'},
         {"smoothing", required_argument, 0, 's'}, {"add-k", required_argument, 0, 'k'},
         {"discount", required_argument, 0, 'D'}, {"tokenizer", required_argument, 0, 't'},
-        {"out", required_argument, 0, 'o'},     {"help", no_argument, 0, 'h'},
+        {"out", required_argument, 0, 'o'},     {"vocab", required_argument, 0, 'V'},
+        {"help", no_argument, 0, 'h'},
         {0}};
     const char *tok_path = NULL, *out = NULL;
     const char **files = calloc((size_t)argc, sizeof *files);
     size_t n_files = 0;
-    long order = 0;
+    long order = 0, vocab = 0;
     int smoothing_set = 0;
     sl_ngram_opts o = {0, SL_NGRAM_KN, 1.0, 0.0};
     int c, rc = files ? SL_OK : sl_fail(SL_EFAIL, "out of memory");
@@ -57,12 +60,13 @@ int sl_cmd_model_ngram(int argc, char **argv)
         case 'D': rc = sl_cli_double_in("--discount", optarg, 0, 1, 1, 0, &o.discount); break;
         case 't': tok_path = optarg; break;
         case 'o': out = optarg; break;
+        case 'V': rc = sl_cli_long_in("--vocab", optarg, 2, INT32_MAX, &vocab); break;
         default: rc = sl_fail(SL_EINPUT, "bad option (speclab model ngram --help)");
         }
     }
     if (!rc && optind != argc) rc = sl_fail(SL_EINPUT, "unexpected argument '%s'", argv[optind]);
-    if (!rc && (!n_files || !order || !tok_path || !out))
-        rc = sl_fail(SL_EINPUT, "model ngram needs --train, --order, --tokenizer and --out");
+    if (!rc && (!n_files || !order || !out || !tok_path == !vocab))
+        rc = sl_fail(SL_EINPUT, "model ngram needs --train, --order, --out and one of --tokenizer and --vocab");
     o.order = (int)order;
     if (!rc && !smoothing_set) o.smoothing = order == 1 ? SL_NGRAM_ADDK : SL_NGRAM_KN;
     sl_tok *tok = NULL;
@@ -71,14 +75,15 @@ int sl_cmd_model_ngram(int argc, char **argv)
     size_t *lens = calloc(n_files ? n_files : 1, sizeof *lens);
     sl_ngram *m = NULL;
     if (!rc && (!ids || !lens)) rc = sl_fail(SL_EFAIL, "out of memory");
-    if (!rc) rc = sl_tok_load_file(tok_path, &tok);
-    if (!rc && !(tok_json = sl_tok_to_json(tok))) rc = SL_EFAIL;
-    const size_t V = tok ? sl_tok_vocab_size(tok) : 0;
+    if (!rc && tok_path) rc = sl_tok_load_file(tok_path, &tok);
+    if (!rc && tok && !(tok_json = sl_tok_to_json(tok))) rc = SL_EFAIL;
+    const size_t V = tok ? sl_tok_vocab_size(tok) : (size_t)vocab;
     for (size_t i = 0; !rc && i < n_files; i++) {
         size_t fv;
         rc = sl_tokfile_read(files[i], &ids[i], &lens[i], &fv);
         if (!rc && fv != V)
-            rc = sl_fail(SL_EINPUT, "--train %s has vocab_size %zu, the tokenizer %s has %zu tokens", files[i], fv, tok_path, V);
+            rc = sl_fail(SL_EINPUT, "vocabulary mismatch: --train %s has vocab_size %zu, %s %s has %zu tokens", files[i], fv,
+                         tok ? "the tokenizer" : "--vocab", tok ? tok_path : "", V);
         if (!rc && lens[i] == 0) rc = sl_fail(SL_EINPUT, "--train %s holds no tokens", files[i]);
     }
     if (!rc) rc = sl_ngram_train((const int32_t *const *)ids, lens, n_files, V, &o, &m);
