@@ -113,12 +113,14 @@ int sl_lm_open(const char *spec, const sl_lm_open_opts *opts, sl_lm_handle **out
         sl_st_file *f = NULL;
         if ((rc = sl_st_open(spec, &f))) goto fail;
         const char *arch = sl_st_meta(f, "arch");
-        int is_ngram = arch && !strcmp(arch, "ngram");
+        int is_ngram = arch && (!strcmp(arch, "ngram") || !strcmp(arch, "lookup"));
         sl_st_close(f);
         h->file = spec;
         if (is_ngram) {
-            h->kind = SL_LM_NGRAM;
             if ((rc = sl_ngram_open(spec, &p->ng))) goto fail;
+            h->kind = p->ng->lookup_n ? SL_LM_LOOKUP : SL_LM_NGRAM;
+            p->lookup_n = p->ng->lookup_n;
+            p->lookup_eps = p->ng->lookup_eps;
             h->vocab_size = p->ng->vocab_size;
             h->tokenizer_json = p->ng->tokenizer_json;
         } else {

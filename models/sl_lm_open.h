@@ -3,7 +3,8 @@
  *
  * A spec is one of
  *   FILE.safetensors          arch gpt2 or llama (the engine, models/sl_model.h), or arch ngram
- *                             (unigram/bigram counts, models/sl_ngram.h);
+ *                             (unigram/bigram counts, models/sl_ngram.h), or arch lookup (a
+ *                             prompt-lookup draft with its unigram fallback, `speclab model lookup`);
  *   lookup:N[:EPS[:FALLBACK]] the prompt-lookup draft with n-gram length N (>= 1), mass 1 - EPS
  *                             on the copied token (EPS default 0.1) and the rest spread by
  *                             FALLBACK: "uniform" (default) or an n-gram file, whose unigram P1

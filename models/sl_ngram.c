@@ -229,11 +229,15 @@ int sl_ngram_write(const sl_ngram *m, const char *path)
     json_object_object_add(c, "add_k", json_object_new_double(m->add_k));
     if (m->order == 2) json_object_object_add(c, "discount", json_object_new_double(m->discount));
     json_object_object_add(c, "n_tokens", json_object_new_int64((int64_t)m->n_tokens));
+    if (m->lookup_n) {
+        json_object_object_add(c, "n", json_object_new_int64((int64_t)m->lookup_n));
+        json_object_object_add(c, "epsilon", json_object_new_double(m->lookup_eps));
+    }
     /* %.17g keeps every double exact through the text. */
     json_c_set_serialization_double_format("%.17g", JSON_C_OPTION_THREAD);
     const char *cfg = json_object_to_json_string_ext(c, JSON_C_TO_STRING_PLAIN);
     const char *keys[5] = {"format", "format_version", "arch", "config", NULL};
-    const char *vals[5] = {"speclab-model", "1", "ngram", cfg, NULL};
+    const char *vals[5] = {"speclab-model", "1", m->lookup_n ? "lookup" : "ngram", cfg, NULL};
     size_t n_meta = 4;
     const char *keys2[6], *vals2[6];
     memcpy(keys2, keys, sizeof keys);
@@ -297,7 +301,8 @@ int sl_ngram_open(const char *path, sl_ngram **out)
     sl_ngram *m = sl_calloc(1, sizeof *m);
     json_object *c = NULL;
     if (!m) rc = SL_EFAIL;
-    else if (!arch || strcmp(arch, "ngram")) rc = sl_fail(SL_EINPUT, "%s: arch is '%s', not ngram", path, arch ? arch : "(none)");
+    else if (!arch || (strcmp(arch, "ngram") && strcmp(arch, "lookup")))
+        rc = sl_fail(SL_EINPUT, "%s: arch is '%s', not ngram or lookup", path, arch ? arch : "(none)");
     else if (!cfg || !(c = json_tokener_parse(cfg)) || !json_object_is_type(c, json_type_object))
         rc = sl_fail(SL_EINPUT, "%s: metadata 'config' is missing or not a JSON object", path);
     double V = 0, order = 0, k = 0, D = 0, N = 0;
@@ -306,6 +311,14 @@ int sl_ngram_open(const char *path, sl_ngram **out)
     if (!rc) rc = cfg_num(c, "add_k", path, 0, &k);
     if (!rc) rc = cfg_num(c, "n_tokens", path, 1, &N);
     if (!rc && order == 2) rc = cfg_num(c, "discount", path, 0, &D);
+    const int is_lookup = !rc && !strcmp(arch, "lookup");
+    double ln = 0, le = 0;
+    if (is_lookup) rc = cfg_num(c, "n", path, 1, &ln);
+    if (!rc && is_lookup) rc = cfg_num(c, "epsilon", path, 0, &le);
+    if (!rc && is_lookup && (order != 1 || ln < 1 || ln > 64 || !(le > 0 && le <= 1)))
+        rc = sl_fail(SL_EINPUT, "%s: a lookup file needs order 1, n in 1..64 and epsilon in (0, 1]", path);
+    m->lookup_n = (size_t)ln;
+    m->lookup_eps = le;
     json_object *js;
     if (!rc && (!json_object_object_get_ex(c, "smoothing", &js) || !json_object_is_type(js, json_type_string) ||
                 sl_ngram_smoothing_parse(json_object_get_string(js), &m->smoothing)))

@@ -57,6 +57,10 @@ typedef struct {
     uint64_t *ctx_count;             /* (V) c(v.) (order 2) */
     char *tokenizer_json;            /* or NULL */
     char *training_json;             /* or NULL */
+    /* A prompt-lookup file (arch "lookup") is an order-1 model, the fallback, plus these; 0 in an
+     * n-gram file. */
+    size_t lookup_n;
+    double lookup_eps;
 } sl_ngram;
 
 typedef struct {
@@ -71,7 +75,7 @@ int sl_ngram_train(const int32_t *const *seqs, const size_t *lens, size_t n_seqs
                    sl_ngram **out);
 /* Atomic write (models/FORMAT.md). tokenizer_json, training_json may be NULL. */
 int sl_ngram_write(const sl_ngram *m, const char *path);
-/* Reads and validates a file whose arch is "ngram". */
+/* Reads and validates a file whose arch is "ngram", or "lookup" (then lookup_n, lookup_eps are set). */
 int sl_ngram_open(const char *path, sl_ngram **out);
 void sl_ngram_free(sl_ngram *m);
 

@@ -4,6 +4,7 @@
  */
 #include <getopt.h>
 #include <json-c/json.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,5 +113,92 @@ int sl_cmd_model_ngram(int argc, char **argv)
     free(tok_json);
     sl_ngram_free(m);
     if (tok) sl_tok_free(tok);
+    return rc;
+}
+
+/* `speclab model lookup`: a prompt-lookup draft as a file: N, epsilon and the unigram fallback
+ * (the unigram counts of an n-gram file, with its tokenizer). */
+int sl_cmd_model_lookup(int argc, char **argv);
+int sl_cmd_model_lookup(int argc, char **argv)
+{
+    static const struct option opts[] = {{"n", required_argument, 0, 'n'},        {"epsilon", required_argument, 0, 'e'},
+                                         {"fallback", required_argument, 0, 'F'}, {"out", required_argument, 0, 'o'},
+                                         {"help", no_argument, 0, 'h'},           {0}};
+    const char *fb = NULL, *out = NULL;
+    long n = 0;
+    double eps = 0.1;
+    int c, rc = SL_OK;
+    optind = 1;
+    while (!rc && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            printf("usage: speclab model lookup --n N [--epsilon E] --fallback NGRAM_FILE --out FILE\n"
+                   "\nWrites the prompt-lookup draft lookup:N:E:NGRAM_FILE as one file (arch lookup): the unigram\n"
+                   "counts and tokenizer of NGRAM_FILE (a unigram or bigram file) plus N and E.\n");
+            return 0;
+        case 'n': rc = sl_cli_long_in("--n", optarg, 1, 64, &n); break;
+        case 'e': rc = sl_cli_double_in("--epsilon", optarg, 0, 1, 1, 0, &eps); break;
+        case 'F': fb = optarg; break;
+        case 'o': out = optarg; break;
+        default: rc = sl_fail(SL_EINPUT, "bad option (speclab model lookup --help)");
+        }
+    }
+    if (rc) return rc;
+    if (optind != argc) return sl_fail(SL_EINPUT, "unexpected argument '%s'", argv[optind]);
+    if (!n || !fb || !out) return sl_fail(SL_EINPUT, "model lookup needs --n, --fallback and --out");
+    sl_ngram *m = NULL;
+    if ((rc = sl_ngram_open(fb, &m))) return rc;
+    /* Keep the unigram only: the fallback is P1. */
+    free(m->row_ptr), free(m->col), free(m->cnt);
+    m->row_ptr = m->col = m->cnt = NULL;
+    m->nnz = 0;
+    m->order = 1;
+    m->smoothing = SL_NGRAM_ADDK;
+    m->lookup_n = (size_t)n;
+    m->lookup_eps = eps;
+    rc = sl_ngram_write(m, out);
+    sl_ngram_free(m);
+    return rc;
+}
+
+/* `speclab model info` for n-gram and lookup files. */
+int sl_model_info_ngram(const char *path, sl_format fmt);
+int sl_model_info_ngram(const char *path, sl_format fmt)
+{
+    sl_ngram *m = NULL;
+    int rc = sl_ngram_open(path, &m);
+    if (rc) return rc;
+    sl_table *t = sl_table_alloc("model");
+    const char *cols[] = {"path", "arch", "vocab_size", "order", "smoothing", "add_k", "discount", "n_tokens",
+                          "distinct_bigrams", "lookup_n", "lookup_epsilon", "tokenizer", "training"};
+    const sl_coltype ty[] = {SL_COL_STRING, SL_COL_STRING, SL_COL_INT, SL_COL_INT, SL_COL_STRING, SL_COL_DOUBLE,
+                              SL_COL_DOUBLE, SL_COL_INT, SL_COL_INT, SL_COL_INT, SL_COL_DOUBLE, SL_COL_INT, SL_COL_STRING};
+    for (int i = 0; i < 13; i++) sl_table_add_col(t, cols[i], ty[i], ty[i] == SL_COL_DOUBLE ? "%.17g" : NULL);
+    sl_table_add_row(t);
+    sl_table_set_string(t, 0, path);
+    sl_table_set_string(t, 1, m->lookup_n ? "lookup" : "ngram");
+    sl_table_set_int(t, 2, (int64_t)m->vocab_size);
+    sl_table_set_int(t, 3, m->order);
+    sl_table_set_string(t, 4, sl_ngram_smoothing_name(m->smoothing));
+    sl_table_set_double(t, 5, m->add_k);
+    sl_table_set_double(t, 6, m->order == 2 ? m->discount : NAN);
+    sl_table_set_int(t, 7, (int64_t)m->n_tokens);
+    sl_table_set_int(t, 8, (int64_t)m->nnz);
+    sl_table_set_int(t, 9, (int64_t)m->lookup_n);
+    sl_table_set_double(t, 10, m->lookup_n ? m->lookup_eps : NAN);
+    sl_table_set_int(t, 11, m->tokenizer_json != NULL);
+    if (m->training_json) sl_table_set_string(t, 12, m->training_json);
+    if (fmt == SL_FMT_TABLE) {
+        printf("path: %s\narch: %s\nvocab_size: %zu\norder: %d\nsmoothing: %s\nadd_k: %g\n", path,
+               m->lookup_n ? "lookup" : "ngram", m->vocab_size, m->order, sl_ngram_smoothing_name(m->smoothing), m->add_k);
+        if (m->order == 2) printf("discount: %.17g\ndistinct_bigrams: %zu\n", m->discount, m->nnz);
+        if (m->lookup_n) printf("lookup_n: %zu\nlookup_epsilon: %g\n", m->lookup_n, m->lookup_eps);
+        printf("n_tokens: %llu\ntokenizer: %s\ntraining: %s\n", (unsigned long long)m->n_tokens,
+               m->tokenizer_json ? "present" : "absent", m->training_json ? m->training_json : "(none)");
+    } else {
+        rc = sl_table_write(t, stdout, fmt);
+    }
+    sl_table_free(t);
+    sl_ngram_free(m);
     return rc;
 }

@@ -64,6 +64,18 @@ expect_2 "unigram counts do not sum to n_tokens" "n_tokens" eval --model "$T/bad
 expect_2 "row pointers out of order" "row_ptr" eval --model "$T/badptr.st" --tokens "$T/a.tok"
 expect_2 "bad config" "order" eval --model "$T/badcfg.st" --tokens "$T/a.tok"
 
+# lookup files
+"$S" model lookup --n 2 --epsilon 0.2 --fallback "$T/bi.st" --out "$T/lk.st" || bad "model lookup"
+/usr/bin/python3 -c "
+import re, sys
+b = open(sys.argv[1], 'rb').read()
+open(sys.argv[2], 'wb').write(re.sub(rb'epsilon\\\\\":[0-9.]+', lambda m: b'epsilon\\\\\":0' + b' ' * (len(m.group(0)) - 11), b, count=1))
+" "$T/lk.st" "$T/lkbad.st"
+cmp -s "$T/lk.st" "$T/lkbad.st" && bad "the lookup corruption did not apply"
+expect_2 "lookup file with epsilon 0" "epsilon" eval --model "$T/lkbad.st" --tokens "$T/a.tok"
+expect_2 "model lookup: n out of range" "\-\-n" model lookup --n 0 --fallback "$T/bi.st" --out "$T/x.st"
+expect_2 "model lookup: fallback not an n-gram file" "not ngram or lookup" model lookup --n 2 --fallback "$T/g300.st" --out "$T/x.st"
+
 # sl_lm_open through eval, generate and measure
 expect_2 "unknown spec" "unknown model spec" eval --model "nosuch:3" --tokens "$T/a.tok"
 expect_2 "lookup with bad N" "lookup:N" eval --model "lookup:0" --tokens "$T/a.tok"
@@ -81,7 +93,7 @@ expect_2 "generate: unknown draft spec" "unknown model spec" generate --target "
 expect_2 "generate: lookup target without a vocabulary" "needs a vocabulary" generate --target "lookup:2" --draft "$T/bi.st" --gamma 2 --prompt-ids 1,2 --tokens 5
 
 # every draft kind works in generate and measure
-for d in "$T/bi.st" "lookup:2" "lookup:3:0.2:$T/bi.st"; do
+for d in "$T/bi.st" "lookup:2" "lookup:3:0.2:$T/bi.st" "$T/lk.st"; do
   "$S" generate --target "$T/g300.st" --draft "$d" --gamma 3 --prompt-ids 1,2,3 --tokens 10 --format csv >"$T/out" 2>"$T/err" \
     && ok "generate with draft $d" || bad "generate with draft $d: $(cat "$T/err")"
 done

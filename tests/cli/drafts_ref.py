@@ -150,6 +150,14 @@ for spec, f in (("lookup:3:0.25:" + uni_file, P1), ("lookup:2", np.full(V, 1 / V
     check("%s eval (windows of %d) %.12f = python %.12f" % (spec, C, got["nats_per_token"], nll / scored),
           abs(got["nats_per_token"] - nll / scored) < 1e-12 * nll / scored and got["tokens_scored"] == scored)
 
+# ---- the same lookup draft as a file (speclab model lookup) gives the same numbers ----
+run("model", "lookup", "--n", "3", "--epsilon", "0.25", "--fallback", T + "/m2kn.st", "--out", T + "/lk.st")
+a = evaluate(T + "/lk.st", T + "/va.tok", 50)
+b = evaluate("lookup:3:0.25:" + uni_file, T + "/va.tok", 50)
+check("lookup file = lookup spec (%.15f)" % a["nats_per_token"], a["nats_per_token"] == b["nats_per_token"] and a["kind"] == "lookup")
+info = json.loads(run("model", "info", T + "/lk.st", "--format", "json"))[0]
+check("model info of a lookup file", info["arch"] == "lookup" and info["lookup_n"] == 3 and info["lookup_epsilon"] == 0.25)
+
 # ---- eval against the trainer's val_ce ----
 pat = [int(x) for x in rng.integers(0, 64, 29)]
 ids = pat * 300
