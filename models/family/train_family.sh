@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# train_family.sh: trains the shipped transformer family from models/family/recipe.tsv.
+#
+#   models/family/train_family.sh base    [BUDGET_S]   target and data-only drafts, in parallel
+#   models/family/train_family.sh distill              the distilled draft (needs OUT/target)
+#
+# Env: SPECLAB (binary, default build/speclab), BENCH (bench_train binary, for "auto" steps),
+#      DATA (folder with mix.train.tok, mix.valid.tok; default data/corpus), OUT (default
+#      models/family/out). Rows whose steps are "auto" get their steps from a throughput probe
+#      run with the same thread layout: steps = 0.9 * BUDGET_S * tokens_per_s / 4096; the chosen
+#      steps are written to OUT/steps.tsv so that a retrain can pin them in recipe.tsv.
+# Each model is exported as f16 with the shipped tokenizer in its metadata; logs go to OUT/*.csv.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+S=${SPECLAB:-build/speclab}
+BENCH=${BENCH:-build/bench/bench_train}
+DATA=${DATA:-data/corpus}
+OUT=${OUT:-models/family/out}
+RECIPE=${RECIPE:-models/family/recipe.tsv}
+STAGE=${1:-base}
+BUDGET=${2:-420}
+mkdir -p "$OUT"
+export OMP_WAIT_POLICY=passive
+B=16 T=256
+
+rows() { grep -v '^#' "$RECIPE" | awk -v st="$1" '$2 == st'; }
+config() { printf '{"n_layer":%s,"n_head":%s,"d_model":%s,"d_ff":%s,"max_seq_len":256,"vocab_size":4096}' "$1" "$2" "$3" "$4"; }
+
+if [ "$STAGE" = base ]; then
+  # Throughput probe, all models at once with their thread counts (the layout of the real runs).
+  : > "$OUT/probe.txt"
+  while read -r name _ L H d ff lr seed thr steps from; do
+    [ "$steps" = auto ] || continue
+    ( OMP_NUM_THREADS=$thr "$BENCH" "$L" "$d" "$ff" "$H" $T $B 4096 3 | awk -v n="$name" '/training throughput/ {print n, $3}' >> "$OUT/probe.txt" ) &
+  done < <(rows base)
+  wait
+  cat "$OUT/probe.txt"
+  : > "$OUT/steps.tsv"
+  while read -r name _ L H d ff lr seed thr steps from; do
+    if [ "$steps" = auto ]; then
+      tps=$(awk -v n="$name" '$1 == n {print $2}' "$OUT/probe.txt")
+      steps=$(awk -v t="$tps" -v b="$BUDGET" 'BEGIN { s = int(0.9 * b * t / 4096); print (s < 50 ? 50 : s) }')
+    fi
+    printf '%s\t%s\n' "$name" "$steps" >> "$OUT/steps.tsv"
+    warm=$(( steps / 20 > 1 ? steps / 20 : 1 ))
+    "$S" train --train "$DATA/mix.train.tok" --valid "$DATA/mix.valid.tok" --config "$(config "$L" "$H" "$d" "$ff")" \
+      --steps "$steps" --batch $B --seq $T --lr "$lr" --warmup "$warm" --seed "$seed" --threads "$thr" \
+      --checkpoint "$OUT/ck-$name" --eval-every $(( steps / 10 > 1 ? steps / 10 : 1 )) --log "$OUT/$name.csv" \
+      --dtype f16 --tokenizer models/tokenizer.json --out "$OUT/$name.safetensors" > "$OUT/$name.stdout" 2>&1 &
+  done < <(rows base)
+  wait
+  cat "$OUT/steps.tsv"
+elif [ "$STAGE" = distill ]; then
+  read -r name _ L H d ff lr seed thr steps from < <(rows distill)
+  # "=NAME": as many steps as NAME (its data-only twin) took in the base stage.
+  case "$steps" in =*) steps=$(awk -v n="${steps#=}" '$1 == n {print $2}' "$OUT/steps.tsv") ;; esac
+  "$S" distill --teacher "$OUT/$from.safetensors" --objective kl --train "$DATA/mix.train.tok" --valid "$DATA/mix.valid.tok" \
+    --config "$(config "$L" "$H" "$d" "$ff")" --steps "$steps" --batch $B --seq $T --lr "$lr" --warmup $(( steps / 20 )) \
+    --seed "$seed" --threads "$thr" --checkpoint "$OUT/ck-$name" --eval-every $(( steps / 10 )) --log "$OUT/$name.csv" \
+    --dtype f32 --out "$OUT/$name.safetensors" > "$OUT/$name.stdout" 2>&1
+  # The acceptance-rate objective (TV = 1 - beta) as a short fine-tune from the KL draft.
+  read -r name _ L H d ff lr seed thr steps from < <(rows finetune)
+  "$S" distill --teacher "$OUT/target.safetensors" --objective tv --init "$OUT/$from.safetensors" \
+    --train "$DATA/mix.train.tok" --valid "$DATA/mix.valid.tok" --steps "$steps" --batch $B --seq $T --lr "$lr" \
+    --warmup $(( steps / 20 )) --seed "$seed" --threads "$thr" --checkpoint "$OUT/ck-$name" \
+    --eval-every $(( steps / 10 )) --log "$OUT/$name.csv" --dtype f16 --out "$OUT/$name.safetensors" > "$OUT/$name.stdout" 2>&1
+else
+  echo "usage: train_family.sh base [BUDGET_S] | distill" >&2
+  exit 2
+fi
