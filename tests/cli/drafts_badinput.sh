@@ -31,7 +31,9 @@ NV=$(/usr/bin/python3 -c "import json; print(len(json.load(open('models/tokenize
 "$S" model init --arch gpt2 --config '{"vocab_size":300,"n_layer":1,"n_head":2,"d_model":16,"d_ff":32,"max_seq_len":32}' --out "$T/g300.st" || bad "model init"
 "$S" model init --arch gpt2 --config '{"vocab_size":64,"n_layer":1,"n_head":2,"d_model":16,"d_ff":32,"max_seq_len":32}' --out "$T/g64.st" || bad "model init"
 
-# model ngram
+# model ngram: same input, same bytes
+"$S" model ngram --train "$T/a.tok" --order 2 --vocab 300 --out "$T/bi2.st" >/dev/null || bad "bigram training"
+cmp -s "$T/bi.st" "$T/bi2.st" && ok "n-gram training is deterministic (same bytes)" || bad "two trainings differ"
 expect_2 "token file vocabulary differs from the tokenizer" "vocabulary mismatch" model ngram --train "$T/a.tok" --order 2 --tokenizer models/tokenizer.json --out "$T/x.st"
 expect_2 "token file vocabulary differs from --vocab" "vocabulary mismatch" model ngram --train "$T/a.tok" "$T/v64.tok" --order 1 --vocab 300 --out "$T/x.st"
 expect_2 "empty token file" "holds no tokens" model ngram --train "$T/empty.tok" --order 1 --vocab 300 --out "$T/x.st"
