@@ -83,8 +83,9 @@ int sl_cmd_model_ngram(int argc, char **argv)
         size_t fv;
         rc = sl_tokfile_read(files[i], &ids[i], &lens[i], &fv);
         if (!rc && fv != V)
-            rc = sl_fail(SL_EINPUT, "vocabulary mismatch: --train %s has vocab_size %zu, %s %s has %zu tokens", files[i], fv,
-                         tok ? "the tokenizer" : "--vocab", tok ? tok_path : "", V);
+            rc = tok ? sl_fail(SL_EINPUT, "vocabulary mismatch: --train %s has vocab_size %zu, the tokenizer %s has %zu tokens",
+                               files[i], fv, tok_path, V)
+                     : sl_fail(SL_EINPUT, "vocabulary mismatch: --train %s has vocab_size %zu, --vocab is %zu", files[i], fv, V);
         if (!rc && lens[i] == 0) rc = sl_fail(SL_EINPUT, "--train %s holds no tokens", files[i]);
     }
     if (!rc) rc = sl_ngram_train((const int32_t *const *)ids, lens, n_files, V, &o, &m);
