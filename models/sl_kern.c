@@ -194,6 +194,7 @@ void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, si
         case SL_DT_F32: matmul_f32(mm + i, j - i, x, n, in); break;
         case SL_DT_F16: matmul_f16(mm + i, j - i, x, n, in); break;
         case SL_DT_BF16: matmul_bf16(mm + i, j - i, x, n, in); break;
+        case SL_DT_I32: break; /* never a weight: sl_model_open refuses it */
         }
         i = j;
     }

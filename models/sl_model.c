@@ -261,6 +261,11 @@ int sl_model_open(const char *path, sl_model **out)
             rc = sl_fail(SL_EINPUT, "%s: tensor '%s' has shape %s, the config implies %s", path, s->name, got, want);
             goto fail;
         }
+        if (t->dtype != SL_DT_F32 && t->dtype != SL_DT_F16 && t->dtype != SL_DT_BF16) {
+            rc = sl_fail(SL_EINPUT, "%s: tensor '%s' has dtype %s; weights must be F32, F16 or BF16", path, s->name,
+                         sl_dtype_name(t->dtype));
+            goto fail;
+        }
         if (s->kind != K_MATRIX) n_vec_floats += t->numel;
     }
     if (m->st->n_tensors != n_specs) {

@@ -25,6 +25,7 @@ const char *sl_dtype_name(sl_dtype dt)
     case SL_DT_F32: return "F32";
     case SL_DT_F16: return "F16";
     case SL_DT_BF16: return "BF16";
+    case SL_DT_I32: return "I32";
     }
     return "?";
 }
@@ -40,7 +41,7 @@ int sl_dtype_parse(const char *s, sl_dtype *out)
 
 size_t sl_dtype_size(sl_dtype dt)
 {
-    return dt == SL_DT_F32 ? 4 : 2;
+    return dt == SL_DT_F32 || dt == SL_DT_I32 ? 4 : 2;
 }
 
 static char *dupstr(const char *s)
@@ -88,7 +89,8 @@ static int parse_tensor(const char *path, const char *name, json_object *v, cons
     if (!strcmp(ds, "F32")) t->dtype = SL_DT_F32;
     else if (!strcmp(ds, "F16")) t->dtype = SL_DT_F16;
     else if (!strcmp(ds, "BF16")) t->dtype = SL_DT_BF16;
-    else return sl_fail(SL_EINPUT, "%s: tensor '%s': unknown dtype '%s' (expected F32, F16 or BF16)", path, name, ds);
+    else if (!strcmp(ds, "I32")) t->dtype = SL_DT_I32;
+    else return sl_fail(SL_EINPUT, "%s: tensor '%s': unknown dtype '%s' (expected F32, F16, BF16 or I32)", path, name, ds);
     if (!json_object_is_type(js, json_type_array) || json_object_array_length(js) > SL_ST_MAX_DIMS)
         return sl_fail(SL_EINPUT, "%s: tensor '%s': shape must be an array of at most %d sizes", path, name,
                        SL_ST_MAX_DIMS);

@@ -6,7 +6,7 @@
  * the data buffer; offsets are relative to the start of the buffer. The JSON is parsed by json-c.
  *
  * The reader validates everything before handing out a pointer: header length within the file,
- * parseable JSON, known dtypes (F32, F16, BF16 only: what our models use), non-negative shapes,
+ * parseable JSON, known dtypes (F32, F16, BF16, I32 only: what our models use), non-negative shapes,
  * offsets inside the buffer, byte counts equal to numel * dtype size, no two tensors overlapping.
  * Any violation is SL_EINPUT with a one-line message naming the file and the tensor.
  * Tensor data pointers point into the read-only mapping and may be unaligned (other writers pad
@@ -18,11 +18,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { SL_DT_F32 = 0, SL_DT_F16 = 1, SL_DT_BF16 = 2 } sl_dtype;
+/* I32 holds integer tables (the counts and indices of n-gram models, FORMAT.md); the transformer
+ * reader refuses it for weights. */
+typedef enum { SL_DT_F32 = 0, SL_DT_F16 = 1, SL_DT_BF16 = 2, SL_DT_I32 = 3 } sl_dtype;
 
 #define SL_ST_MAX_DIMS 4
 
-const char *sl_dtype_name(sl_dtype dt);      /* "F32", "F16", "BF16" */
+const char *sl_dtype_name(sl_dtype dt);      /* "F32", "F16", "BF16", "I32" */
 int sl_dtype_parse(const char *s, sl_dtype *out); /* SL_EINPUT on anything else */
 size_t sl_dtype_size(sl_dtype dt);           /* bytes per element */
 

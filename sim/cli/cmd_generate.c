@@ -1,6 +1,6 @@
 /*
  * cmd_generate.c: `speclab generate`: speculative decoding (sl_spec_decode) with a real target and
- * draft model (models/sl_model.h), printing the text (or token ids when the model carries no
+ * draft model (any spec of models/sl_lm_open.h), printing the text (or token ids when the model carries no
  * tokenizer) and the acceptance statistics.
  */
 #include <getopt.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "sl_cli.h"
-#include "sl_model.h"
+#include "sl_lm_open.h"
 #include "sl_spec.h"
 #include "sl_tok.h"
 
@@ -21,11 +21,13 @@ static void usage(FILE *f)
             "                        [--rule exact|lenient|...] [--lenience L] [--eos ID] [--format table|csv|json]\n"
             "\n"
             "Generates N tokens after the prompt from target model T, drafting G tokens per iteration with\n"
-            "draft model D (both speclab model files with the same vocabulary), and prints the text\n"
+            "draft model D, and prints the text\n"
             "(token ids when T has no tokenizer) and the acceptance statistics: alpha_hat = accepted /\n"
             "drafted. The same sampling settings standardise both models' logits. --eos defaults to the\n"
             "tokenizer's <|endoftext|> when there is one; -1 disables stopping. Same seed, same output,\n"
-            "whatever the thread count.\n");
+            "whatever the thread count.\n"
+            "T and D: model files (gpt2, llama or ngram; models/FORMAT.md) or lookup:N[:EPS[:NGRAM_FILE]]\n"
+            "(prompt lookup, models/README.md); they must share a vocabulary.\n");
 }
 
 typedef struct {
@@ -125,9 +127,7 @@ int sl_cmd_generate(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc == -1) return 0;
     if (rc) return rc;
-    sl_model *mt = NULL, *md = NULL;
-    sl_model_ctx *ct = NULL, *cd = NULL;
-    sl_model_lm *lt = NULL, *ld = NULL;
+    sl_lm_handle *ht = NULL, *hd = NULL;
     sl_tok *tok = NULL;
     int32_t *prompt = NULL, *out = NULL;
     char *text = NULL;
@@ -136,13 +136,13 @@ int sl_cmd_generate(int argc, char **argv)
     sl_table *tg = NULL, *ta = NULL;
     size_t n_prompt = 0, n_out = 0;
 
-    if ((rc = sl_model_open(o.target, &mt)) || (rc = sl_model_open(o.draft, &md))) goto done;
-    if (mt->cfg.vocab_size != md->cfg.vocab_size) {
-        rc = sl_fail(SL_EINPUT, "--draft %s has vocab_size %zu, --target %s has %zu: they must share a vocabulary",
-                     o.draft, md->cfg.vocab_size, o.target, mt->cfg.vocab_size);
-        goto done;
-    }
-    if (mt->tokenizer_json && (rc = sl_tok_from_json(mt->tokenizer_json, &tok))) goto done;
+    /* The target first: a lookup draft takes its vocabulary, and the one vocabulary check of
+     * sl_lm_open compares the draft's against it. */
+    sl_lm_open_opts ot = {o.sampling, 0, "--target", NULL};
+    if ((rc = sl_lm_open(o.target, &ot, &ht))) goto done;
+    sl_lm_open_opts od = {o.sampling, ht->vocab_size, "--draft", o.target};
+    if ((rc = sl_lm_open(o.draft, &od, &hd))) goto done;
+    if (ht->tokenizer_json && (rc = sl_tok_from_json(ht->tokenizer_json, &tok))) goto done;
     if (o.prompt) {
         if (!tok) {
             rc = sl_fail(SL_EINPUT, "--prompt: the target %s carries no tokenizer; use --prompt-ids", o.target);
@@ -158,18 +158,22 @@ int sl_cmd_generate(int argc, char **argv)
         rc = sl_fail(SL_EINPUT, "--prompt: encodes to no tokens");
         goto done;
     }
-    if ((rc = sl_model_check_tokens(mt, prompt, n_prompt))) goto done;
+    for (size_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || (size_t)prompt[i] >= ht->vocab_size) {
+            rc = sl_fail(SL_EINPUT, "--prompt-ids: token id %d is outside [0, %zu), the vocabulary of %s", prompt[i],
+                         ht->vocab_size, o.target);
+            goto done;
+        }
     int32_t eos = o.eos_set ? (int32_t)o.eos : tok ? sl_tok_special_id(tok, "<|endoftext|>") : -1;
     /* The target sees prompt + all new tokens + one verification block of gamma + 1. */
     const size_t need = n_prompt + (size_t)o.tokens + (size_t)o.gamma + 1;
-    const size_t limit = mt->cfg.max_seq_len < md->cfg.max_seq_len ? mt->cfg.max_seq_len : md->cfg.max_seq_len;
+    const size_t limit = ht->context < hd->context ? ht->context : hd->context;
     if (need > limit) {
         rc = sl_fail(SL_EINPUT, "--tokens: prompt %zu + %ld new + gamma %ld + 1 = %zu tokens exceed the context of %zu",
                      n_prompt, o.tokens, o.gamma, need, limit);
         goto done;
     }
-    if ((rc = sl_model_ctx_alloc(mt, need, &ct)) || (rc = sl_model_ctx_alloc(md, need, &cd))) goto done;
-    if ((rc = sl_model_lm_alloc(ct, &o.sampling, &lt)) || (rc = sl_model_lm_alloc(cd, &o.sampling, &ld))) goto done;
+    if ((rc = sl_lm_start(ht, need)) || (rc = sl_lm_start(hd, need))) goto done;
     if ((rc = sl_rand_rng_init(&rr, o.seed, 0))) goto done;
     rng_ok = 1;
     out = sl_malloc(((size_t)o.tokens + (size_t)o.gamma + 1) * sizeof *out);
@@ -180,7 +184,7 @@ int sl_cmd_generate(int argc, char **argv)
     sl_spec_stats st;
     memset(&st, 0, sizeof st);
     double t0 = sl_now_s();
-    rc = sl_spec_decode(&o.cfg, (size_t)o.gamma, &lt->lm, &ld->lm, prompt, n_prompt, (size_t)o.tokens, eos,
+    rc = sl_spec_decode(&o.cfg, (size_t)o.gamma, &ht->lm, &hd->lm, prompt, n_prompt, (size_t)o.tokens, eos,
                         &rr.base, out, &n_out, &st, NULL, NULL);
     double wall_s = sl_now_s() - t0;
     if (rc) goto done;
@@ -252,12 +256,8 @@ done:
     free(out);
     free(prompt);
     if (rng_ok) sl_rand_rng_free(&rr);
-    sl_model_lm_free(lt);
-    sl_model_lm_free(ld);
-    sl_model_ctx_free(ct);
-    sl_model_ctx_free(cd);
-    sl_model_close(mt);
-    sl_model_close(md);
+    sl_lm_close(ht);
+    sl_lm_close(hd);
     if (tok) sl_tok_free(tok);
     return rc;
 }

@@ -11,6 +11,7 @@
 
 /* The real-model path compiles once the inference engine (models/sl_model.h) is in the tree. */
 #if __has_include("sl_model.h")
+#include "sl_lm_open.h"
 #include "sl_model.h"
 #include "sl_prompts.h"
 #include "sl_tok.h"
@@ -28,7 +29,8 @@ static void usage(void)
            "resumable: rows go to shards OUT.h5.d/shard-NNNNNN.h5; a rerun skips finished shards; a longer\n"
            "prompt list adds shards; OUT.h5 is (re)assembled atomically at the end.\n"
            "\n"
-           "  --target T, --draft D  model files (models/FORMAT.md); --prompts FILE: text prompts (data/prompts/),\n"
+           "  --target T, --draft D  model files (gpt2, llama, ngram; models/FORMAT.md) or lookup:N[:EPS[:NGRAM]];\n"
+           "                        --prompts FILE: text prompts (data/prompts/),\n"
            "                        tokenized with the target's embedded tokenizer or --tokenizer F\n"
            "  --synthetic F         noisy | tempered | identical | uniform (sim/sl_synth.h)\n"
            "  --vocab V             synthetic vocabulary (default 256)\n"
@@ -101,29 +103,26 @@ static int read_prompt_ids(const char *path, int32_t ***tok, size_t **len, size_
 }
 
 #ifdef SL_HAVE_ENGINE
-/* Target and draft model files, text prompts tokenized with the target's tokenizer (or
- * --tokenizer), then sl_log_measure. */
+/* Target and draft (any spec of models/sl_lm_open.h), text prompts tokenized with the target's
+ * tokenizer (or --tokenizer), then sl_log_measure. */
 static int measure_models(const char *target, const char *draft, const char *prompts, const char *tokenizer,
                           sl_log_meta *meta, const sl_log_write_opts *wo, const char *out)
 {
-    sl_model *mt = NULL, *md = NULL;
-    sl_model_ctx *ct = NULL, *cd = NULL;
-    sl_model_lm *lt = NULL, *ld = NULL;
+    sl_lm_handle *ht = NULL, *hd = NULL;
     sl_tok *tok = NULL;
     sl_prompts *pr = NULL;
     int32_t **ids = NULL;
     size_t *len = NULL;
-    int rc = sl_model_open(target, &mt);
-    if (!rc) rc = sl_model_open(draft, &md);
-    if (!rc && mt->cfg.vocab_size != md->cfg.vocab_size)
-        rc = sl_fail(SL_EINPUT, "vocabulary mismatch: target %s has %zu tokens, draft %s has %zu", target,
-                     mt->cfg.vocab_size, draft, md->cfg.vocab_size);
-    if (!rc) rc = sl_tok_load_file(tokenizer ? tokenizer : target, &tok);
-    if (!rc && sl_tok_vocab_size(tok) > mt->cfg.vocab_size)
+    sl_lm_open_opts ot = {meta->sampling, 0, "--target", NULL};
+    int rc = sl_lm_open(target, &ot, &ht);
+    sl_lm_open_opts od = {meta->sampling, ht ? ht->vocab_size : 0, "--draft", target};
+    if (!rc) rc = sl_lm_open(draft, &od, &hd);
+    if (!rc) rc = sl_tok_load_file(tokenizer ? tokenizer : ht->file ? ht->file : "", &tok);
+    if (!rc && sl_tok_vocab_size(tok) > ht->vocab_size)
         rc = sl_fail(SL_EINPUT, "the tokenizer has %zu tokens, more than the models' %zu", sl_tok_vocab_size(tok),
-                     mt->cfg.vocab_size);
+                     ht->vocab_size);
     if (!rc) rc = sl_prompts_read(prompts, &pr);
-    size_t ctx_len = mt->cfg.max_seq_len < md->cfg.max_seq_len ? mt->cfg.max_seq_len : md->cfg.max_seq_len, longest = 0;
+    size_t ctx_len = !rc ? (ht->context < hd->context ? ht->context : hd->context) : 0, longest = 0;
     if (!rc) {
         ids = calloc(pr->n, sizeof *ids);
         len = calloc(pr->n, sizeof *len);
@@ -137,31 +136,26 @@ static int measure_models(const char *target, const char *draft, const char *pro
         if (!rc && len[i] == 0) rc = sl_fail(SL_EINPUT, "%s: prompt %zu encodes to no tokens", prompts, i + 1);
         if (!rc && len[i] > longest) longest = len[i];
     }
-    if (!rc) rc = sl_model_ctx_alloc(mt, longest + meta->tokens_per_sequence, &ct);
-    if (!rc) rc = sl_model_ctx_alloc(md, longest + meta->tokens_per_sequence, &cd);
-    if (!rc) rc = sl_model_lm_alloc(ct, &meta->sampling, &lt);
-    if (!rc) rc = sl_model_lm_alloc(cd, &meta->sampling, &ld);
-    if (!rc) rc = sl_log_sha256_file(target, meta->target_sha256);
-    if (!rc) rc = sl_log_sha256_file(draft, meta->draft_sha256);
+    if (!rc) rc = sl_lm_start(ht, longest + meta->tokens_per_sequence);
+    if (!rc) rc = sl_lm_start(hd, longest + meta->tokens_per_sequence);
+    /* A spec without a file (lookup:N) has no content hash: "" as the schema allows. */
+    if (!rc && ht->file) rc = sl_log_sha256_file(ht->file, meta->target_sha256);
+    if (!rc && hd->file) rc = sl_log_sha256_file(hd->file, meta->draft_sha256);
     if (!rc) {
         snprintf(meta->target_name, sizeof meta->target_name, "%s", target);
         snprintf(meta->draft_name, sizeof meta->draft_name, "%s", draft);
         snprintf(meta->source, sizeof meta->source, "models; prompts %s", prompts);
-        meta->vocab_size = mt->cfg.vocab_size;
+        meta->vocab_size = ht->vocab_size;
         sl_log_prompts lp = {pr->n, (const int32_t *const *)ids, len, NULL};
-        rc = sl_log_measure(&lt->lm, &ld->lm, &lp, meta, wo, out, sl_cli_progress_enabled());
+        rc = sl_log_measure(&ht->lm, &hd->lm, &lp, meta, wo, out, sl_cli_progress_enabled());
     }
     for (size_t i = 0; ids && i < pr->n; i++) free(ids[i]);
     free(ids);
     free(len);
     sl_prompts_free(pr);
     if (tok) sl_tok_free(tok);
-    if (lt) sl_model_lm_free(lt);
-    if (ld) sl_model_lm_free(ld);
-    if (ct) sl_model_ctx_free(ct);
-    if (cd) sl_model_ctx_free(cd);
-    if (mt) sl_model_close(mt);
-    if (md) sl_model_close(md);
+    sl_lm_close(ht);
+    sl_lm_close(hd);
     return rc;
 }
 #endif

@@ -11,12 +11,19 @@
 #include "sl_model.h"
 #include "sl_tok.h"
 
+/* cmd_model_ngram.c */
+int sl_cmd_model_ngram(int argc, char **argv);
+int sl_cmd_model_lookup(int argc, char **argv);
+int sl_model_info_ngram(const char *path, sl_format fmt);
+
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: speclab model info FILE [--format table|csv|json]\n"
             "       speclab model init --arch gpt2|llama --config JSON --out FILE [--seed S]\n"
             "                          [--dtype f32|f16|bf16] [--init-std X] [--tokenizer-json FILE]\n"
+            "       speclab model ngram --train FILE.tok ... --order 1|2 --tokenizer TOK --out FILE (see --help)\n"
+            "       speclab model lookup --n N [--epsilon E] --fallback NGRAM_FILE --out FILE\n"
             "\n"
             "info: validates FILE and prints its architecture, config, parameter count, bytes per dtype,\n"
             "      whether it carries a tokenizer, and its training metadata.\n"
@@ -43,6 +50,15 @@ static int model_info(int argc, char **argv)
     }
     if (optind != argc - 1) return sl_fail(SL_EINPUT, "model info needs exactly one FILE");
     const char *path = argv[optind];
+    {
+        /* n-gram and lookup drafts share the container but not the reader. */
+        sl_st_file *f = NULL;
+        if ((rc = sl_st_open(path, &f))) return rc;
+        const char *arch = sl_st_meta(f, "arch");
+        int ng = arch && (!strcmp(arch, "ngram") || !strcmp(arch, "lookup"));
+        sl_st_close(f);
+        if (ng) return sl_model_info_ngram(path, fmt);
+    }
     sl_model *m;
     if ((rc = sl_model_open(path, &m))) return rc;
     const sl_model_config *g = &m->cfg;
@@ -195,5 +211,7 @@ int sl_cmd_model(int argc, char **argv)
     }
     if (!strcmp(argv[1], "info")) return model_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "init")) return model_init(argc - 1, argv + 1);
-    return sl_fail(SL_EINPUT, "unknown model subcommand '%s' (expected info or init)", argv[1]);
+    if (!strcmp(argv[1], "ngram")) return sl_cmd_model_ngram(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "lookup")) return sl_cmd_model_lookup(argc - 1, argv + 1);
+    return sl_fail(SL_EINPUT, "unknown model subcommand '%s' (expected info, init, ngram or lookup)", argv[1]);
 }

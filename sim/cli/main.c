@@ -14,7 +14,7 @@ typedef int (*sl_cmd_fn)(int argc, char **argv);
 
 #define CMD(name) extern int sl_cmd_##name(int argc, char **argv) __attribute__((weak));
 CMD(theory) CMD(mc) CMD(verify) CMD(generate) CMD(tokenize) CMD(model) CMD(train) CMD(distill)
-CMD(measure) CMD(run) CMD(analyze) CMD(recommend) CMD(plot) CMD(export_notebook) CMD(dist)
+CMD(measure) CMD(eval) CMD(run) CMD(analyze) CMD(recommend) CMD(plot) CMD(export_notebook) CMD(dist)
 #undef CMD
 
 static const struct {
@@ -31,6 +31,7 @@ static const struct {
     {"train", "train a GPT-2 style model on a tokenized corpus"},
     {"distill", "train a draft against a target's soft labels"},
     {"measure", "log per-prefix p and q of a model pair to HDF5"},
+    {"eval", "teacher-forced loss of any model on a token file: bits per token and per byte"},
     {"run", "real speculative decoding vs autoregressive baseline, timed"},
     {"analyze", "analyse an HDF5 log: alpha with CI, beta, lenience, optimal gamma"},
     {"recommend", "choose gamma for a deployment"},
@@ -50,6 +51,7 @@ static sl_cmd_fn lookup(const char *name)
     if (!strcmp(name, "train")) return sl_cmd_train;
     if (!strcmp(name, "distill")) return sl_cmd_distill;
     if (!strcmp(name, "measure")) return sl_cmd_measure;
+    if (!strcmp(name, "eval")) return sl_cmd_eval;
     if (!strcmp(name, "run")) return sl_cmd_run;
     if (!strcmp(name, "analyze")) return sl_cmd_analyze;
     if (!strcmp(name, "recommend")) return sl_cmd_recommend;

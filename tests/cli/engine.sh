@@ -66,15 +66,18 @@ head -c 1000 "$T/g.st" > "$T/trunc.st"
 printf 'xxxxxxxxnot json at all' > "$T/corrupt.st"
 # Same-length edits of the header: an unknown dtype, and an MLP matrix with its shape transposed
 # (same bytes, wrong shape for the config).
-/usr/bin/python3 - "$T/g.st" "$T/dtype.st" "$T/shape.st" <<'PY'
+/usr/bin/python3 - "$T/g.st" "$T/dtype.st" "$T/shape.st" "$T/i32.st" <<'PY'
 import sys
 b = open(sys.argv[1], "rb").read()
-open(sys.argv[2], "wb").write(b.replace(b'"dtype":"F32"', b'"dtype":"I32"', 1))
+open(sys.argv[2], "wb").write(b.replace(b'"dtype":"F32"', b'"dtype":"U32"', 1))
+# I32 is a known safetensors dtype (n-gram count tables) but never a weight.
+open(sys.argv[4], "wb").write(b.replace(b'"dtype":"F32"', b'"dtype":"I32"', 1))
 i = b.index(b'"layers.1.mlp.up.weight"')
 j = b.index(b'"shape":[64,32]', i)
 open(sys.argv[3], "wb").write(b[:j] + b'"shape":[32,64]' + b[j + 15:])
 PY
-check_bad "unknown dtype 'I32'" model info "$T/dtype.st"
+check_bad "unknown dtype 'U32'" model info "$T/dtype.st"
+check_bad "weights must be F32, F16 or BF16" model info "$T/i32.st"
 check_bad "layers.1.mlp.up.weight' has shape \[32, 64\], the config implies \[64, 32\]" model info "$T/shape.st"
 check_bad "trunc.st" model info "$T/trunc.st"
 check_bad "past the end" model info "$T/trunc.st"
