@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "sl_cli.h"
+#include "sl_lm_open.h"
 #include "sl_log.h"
 #include "sl_model.h"
 #include "sl_prompts.h"
@@ -43,7 +44,7 @@ static void usage(void)
            "next to Theorem 3.8 (v = 1) and the generalised E[N]/(G c + v(G+1)), and the time split.\n"
            "Crash-safe and resumable like measure logs: a rerun skips finished shards.\n"
            "\n"
-           "  --target T, --draft D  model files (models/FORMAT.md) sharing a vocabulary\n"
+           "  --target T, --draft D  target model file; draft: any model spec (file, n-gram, lookup:N)\n"
            "  --prompts FILE        text prompts (data/prompts/*.txt), tokenized with the target's tokenizer\n"
            "  --tokenizer F         tokenizer file instead of the target's embedded one\n"
            "  --tokens N            tokens generated per prompt, both modes (required)\n"
@@ -588,9 +589,10 @@ int sl_cmd_run(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc == -1) return 0;
     if (rc) return rc;
-    sl_model *mt = NULL, *md = NULL;
-    sl_model_ctx *ct = NULL, *cd = NULL;
-    sl_model_lm *lt = NULL, *ld = NULL;
+    sl_model *mt = NULL;
+    sl_model_ctx *ct = NULL;
+    sl_model_lm *lt = NULL;
+    sl_lm_handle *hd = NULL; /* the draft: any spec of models/sl_lm_open.h (transformer, n-gram, lookup) */
     sl_tok *tok = NULL;
     sl_prompts *pr = NULL;
     int32_t **ids = NULL, **pids = NULL, *ctxbuf = NULL, *out = NULL;
@@ -604,12 +606,9 @@ int sl_cmd_run(int argc, char **argv)
     FILE *tf = NULL;
     const size_t G = (size_t)o.gamma, N = (size_t)o.tokens;
 
-    if ((rc = sl_model_open(o.target, &mt)) || (rc = sl_model_open(o.draft, &md))) goto done;
-    if (mt->cfg.vocab_size != md->cfg.vocab_size) {
-        rc = sl_fail(SL_EINPUT, "vocabulary mismatch: --target %s has %zu tokens, --draft %s has %zu", o.target,
-                     mt->cfg.vocab_size, o.draft, md->cfg.vocab_size);
-        goto done;
-    }
+    if ((rc = sl_model_open(o.target, &mt))) goto done;
+    sl_lm_open_opts od = {o.sampling, mt->cfg.vocab_size, "--draft", o.target};
+    if ((rc = sl_lm_open(o.draft, &od, &hd))) goto done;
     const size_t V = mt->cfg.vocab_size;
     if (o.tokenizer) rc = sl_tok_load_file(o.tokenizer, &tok);
     else if (mt->tokenizer_json) rc = sl_tok_from_json(mt->tokenizer_json, &tok);
@@ -621,7 +620,7 @@ int sl_cmd_run(int argc, char **argv)
     }
     if ((rc = sl_prompts_read(o.prompts, &pr))) goto done;
     np = o.max_prompts > 0 && (size_t)o.max_prompts < pr->n ? (size_t)o.max_prompts : pr->n;
-    const size_t limit = mt->cfg.max_seq_len < md->cfg.max_seq_len ? mt->cfg.max_seq_len : md->cfg.max_seq_len;
+    const size_t limit = mt->cfg.max_seq_len < hd->context ? mt->cfg.max_seq_len : hd->context;
     ids = calloc(np, sizeof *ids);
     len = calloc(np, sizeof *len);
     pids = calloc(2 * np, sizeof *pids);
@@ -679,8 +678,8 @@ int sl_cmd_run(int argc, char **argv)
     if (cost_ctx < 1) cost_ctx = 1;
     size_t max_len = longest + N + G + 1;
     if (max_len < cost_ctx + (size_t)o.v_max) max_len = cost_ctx + (size_t)o.v_max;
-    if ((rc = sl_model_ctx_alloc(mt, max_len, &ct)) || (rc = sl_model_ctx_alloc(md, max_len, &cd))) goto done;
-    if ((rc = sl_model_lm_alloc(ct, &o.sampling, &lt)) || (rc = sl_model_lm_alloc(cd, &o.sampling, &ld))) goto done;
+    if ((rc = sl_model_ctx_alloc(mt, max_len, &ct)) || (rc = sl_lm_start(hd, max_len))) goto done;
+    if ((rc = sl_model_lm_alloc(ct, &o.sampling, &lt))) goto done;
 
     if ((rc = check_existing(o.out))) goto done;
     sl_log_meta meta;
@@ -688,8 +687,11 @@ int sl_cmd_run(int argc, char **argv)
     snprintf(meta.target_name, sizeof meta.target_name, "%s", o.target);
     snprintf(meta.draft_name, sizeof meta.draft_name, "%s", o.draft);
     snprintf(meta.source, sizeof meta.source, "models; prompts %s", o.prompts);
-    if ((rc = sl_log_sha256_file(o.target, meta.target_sha256)) || (rc = sl_log_sha256_file(o.draft, meta.draft_sha256)))
-        goto done;
+    if ((rc = sl_log_sha256_file(o.target, meta.target_sha256))) goto done;
+    /* A draft given as a spec without a file (lookup:N) is identified by the spec itself. */
+    if (hd->file) rc = sl_log_sha256_file(hd->file, meta.draft_sha256);
+    else snprintf(meta.draft_sha256, sizeof meta.draft_sha256, "spec:%s", o.draft);
+    if (rc) goto done;
     meta.vocab_size = V;
     meta.sampling = o.sampling;
     meta.seed = o.seed;
@@ -731,7 +733,7 @@ int sl_cmd_run(int argc, char **argv)
             double draft_s = 0, *call_s = malloc(vm * sizeof *call_s), *v = malloc(vm * sizeof *v);
             long *nn = malloc(vm * sizeof *nn);
             if (!call_s || !v || !nn) rc = sl_fail(SL_EFAIL, "out of memory");
-            if (!rc) rc = measure_costs(&lt->lm, &ld->lm, ctxbuf, cost_ctx, ctxbuf + cost_ctx, vm, o.cost_reps, dists, &draft_s, call_s);
+            if (!rc) rc = measure_costs(&lt->lm, &hd->lm, ctxbuf, cost_ctx, ctxbuf + cost_ctx, vm, o.cost_reps, dists, &draft_s, call_s);
             for (size_t i = 0; !rc && i < vm; i++) {
                 nn[i] = (long)i + 1;
                 v[i] = call_s[i] / call_s[0];
@@ -764,7 +766,7 @@ int sl_cmd_run(int argc, char **argv)
             if (!rc) rc = pf_prefill(&pt, &lt->lm, ids[p], len[p], dists);
             if (mode == 0) {
                 sl_spec_stats st;
-                if (!rc) rc = pf_prefill(&pd, &ld->lm, ids[p], len[p], dists);
+                if (!rc) rc = pf_prefill(&pd, &hd->lm, ids[p], len[p], dists);
                 ib.n = 0;
                 t0 = sl_now_s();
                 if (!rc)
@@ -814,10 +816,8 @@ done:
     sl_prompts_free(pr);
     if (tok) sl_tok_free(tok);
     sl_model_lm_free(lt);
-    sl_model_lm_free(ld);
     sl_model_ctx_free(ct);
-    sl_model_ctx_free(cd);
     sl_model_close(mt);
-    sl_model_close(md);
+    sl_lm_close(hd);
     return rc;
 }
