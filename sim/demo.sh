@@ -52,3 +52,16 @@ T=$(mktemp -d)
 "$S" generate --target "$T/target.st" --draft "$T/draft.st" --gamma 4 --prompt "int main(void)" --tokens 32 --seed 1
 "$S" generate --target "$T/target.st" --draft "$T/target.st" --gamma 4 --prompt "int main(void)" --tokens 32 --seed 1 | tail -2
 rm -rf "$T"
+
+echo
+echo "== the shipped family: the 5.85M-parameter target with its distilled draft, real speculative decoding =="
+"$S" generate --target models/family/target.safetensors --draft models/family/draft-m-distilled.safetensors \
+  --gamma 4 --prompt "In the beginning" --tokens 48 --seed 1
+echo
+echo "== measure + analyze on the shipped family: alpha of the distilled draft on 8 prose prompts =="
+F=$(mktemp -d)
+head -n 8 data/prompts/prose.txt > "$F/prompts.txt"
+"$S" measure --target models/family/target.safetensors --draft models/family/draft-m-distilled.safetensors \
+  --prompts "$F/prompts.txt" --tokens 64 --seed 1 --out "$F/family.h5" >/dev/null
+"$S" analyze "$F/family.h5" --c 0.17 --gamma-max 8 | awk '$0 == "# summary" { on = 1 } on && /^$/ { exit } on'
+rm -rf "$F"
