@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_family.h"
 #include "sl_cli.h"
 #include "sl_mc.h"
 
@@ -59,31 +60,23 @@ int sl_cmd_mc(int argc, char **argv)
     sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
     sl_mc_costs costs = SL_MC_COSTS_DEFAULT;
     sl_format fmt = SL_FMT_TABLE;
-    long iterations = 100000, threads = 0, lv;
+    long iterations = 100000, threads = 0;
     double confidence = 0.95;
     int have_family = 0, reference = 0, rc = SL_OK;
     optind = 1;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (sl_cli_family_option(c, optarg, &fp, &cfg, &have_family, &rc)) {
+            if (rc) return rc;
+            continue;
+        }
         switch (c) {
-        case 'f': rc = sl_mc_family_parse(optarg, &fp.family); have_family = 1; break;
-        case 'V': rc = sl_cli_long_in("--vocab", optarg, 2, 1L << 30, &lv); fp.V = (size_t)lv; break;
-        case 'g': rc = sl_cli_long_in("--gamma", optarg, 1, SL_SPEC_GAMMA_MAX, &lv); fp.gamma = (size_t)lv; break;
         case 'n': rc = sl_cli_long_in("--iterations", optarg, 1, 1L << 40, &iterations); break;
-        case 's': rc = sl_cli_u64("--seed", optarg, &fp.seed); break;
-        case 'e': rc = sl_cli_double_in("--noise", optarg, 0, 0, 1e6, 0, &fp.noise); break;
-        case 'a': rc = sl_cli_double_in("--concentration", optarg, 0, 1, 1e12, 0, &fp.concentration); break;
-        case 'z': rc = sl_cli_double_in("--zipf-s", optarg, 0, 1, 1e6, 0, &fp.zipf_s); break;
-        case 'P': rc = sl_cli_double_in("--temp-p", optarg, 0, 1, 1e6, 0, &fp.temp_p); break;
-        case 'Q': rc = sl_cli_double_in("--temp-q", optarg, 0, 1, 1e6, 0, &fp.temp_q); break;
         case 'c': rc = sl_cli_double_in("--c", optarg, 0, 0, 1e9, 0, &costs.c); break;
         case 'h': rc = sl_cli_double_in("--c-hat", optarg, 0, 0, 1e9, 0, &costs.c_hat); break;
         case 'k': rc = sl_cli_double_in("--v-const", optarg, 0, 1, 1e9, 0, &costs.v_const); break;
         case 'b': rc = sl_cli_double_in("--v-slope", optarg, 0, 0, 1e9, 0, &costs.v_slope); break;
-        case 'r': rc = sl_rule_parse(optarg, &cfg.rule); break;
-        case 'l': rc = sl_cli_double_in("--lenience", optarg, 0, 1, 1, 0, &cfg.lenience); break;
-        case 'K': rc = sl_cli_long_in("--bug-k", optarg, 1, 1L << 30, &lv); cfg.bug_k = (size_t)lv; break;
         case 'C': rc = sl_cli_double_in("--confidence", optarg, 0, 1, 1, 1, &confidence); break;
         case 't': rc = sl_cli_long_in("--threads", optarg, 0, 1024, &threads); break;
         case 'F': rc = sl_format_parse(optarg, &fmt); break;

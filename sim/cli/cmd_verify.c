@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_family.h"
 #include "sl_cli.h"
 #include "sl_mc.h"
 #include "sl_stats.h"
@@ -105,7 +106,7 @@ int sl_cmd_verify(int argc, char **argv)
     sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
     sl_verify_opts vo = SL_VERIFY_OPTS_DEFAULT;
     sl_format fmt = SL_FMT_TABLE;
-    long lv, iterations = (long)vo.iterations, threads = 0, df = 0, sims = (long)vo.mc_sims, reps = 0;
+    long iterations = (long)vo.iterations, threads = 0, df = 0, sims = (long)vo.mc_sims, reps = 0;
     int power_only = 0, have_family = 0, rc = SL_OK;
     double *pv = NULL, *qv = NULL;
     size_t np = 0, nq = 0;
@@ -113,20 +114,12 @@ int sl_cmd_verify(int argc, char **argv)
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (sl_cli_family_option(c, optarg, &fp, &cfg, &have_family, &rc)) {
+            if (rc) goto out;
+            continue;
+        }
         switch (c) {
-        case 'f': rc = sl_mc_family_parse(optarg, &fp.family); have_family = 1; break;
-        case 'V': rc = sl_cli_long_in("--vocab", optarg, 2, 1L << 30, &lv); fp.V = (size_t)lv; break;
-        case 'g': rc = sl_cli_long_in("--gamma", optarg, 1, SL_SPEC_GAMMA_MAX, &lv); fp.gamma = (size_t)lv; break;
         case 'n': rc = sl_cli_long_in("--iterations", optarg, 1, 1L << 34, &iterations); break;
-        case 's': rc = sl_cli_u64("--seed", optarg, &fp.seed); break;
-        case 'e': rc = sl_cli_double_in("--noise", optarg, 0, 0, 1e6, 0, &fp.noise); break;
-        case 'a': rc = sl_cli_double_in("--concentration", optarg, 0, 1, 1e12, 0, &fp.concentration); break;
-        case 'z': rc = sl_cli_double_in("--zipf-s", optarg, 0, 1, 1e6, 0, &fp.zipf_s); break;
-        case 'P': rc = sl_cli_double_in("--temp-p", optarg, 0, 1, 1e6, 0, &fp.temp_p); break;
-        case 'Q': rc = sl_cli_double_in("--temp-q", optarg, 0, 1, 1e6, 0, &fp.temp_q); break;
-        case 'r': rc = sl_rule_parse(optarg, &cfg.rule); break;
-        case 'l': rc = sl_cli_double_in("--lenience", optarg, 0, 1, 1, 0, &cfg.lenience); break;
-        case 'K': rc = sl_cli_long_in("--bug-k", optarg, 1, 1L << 30, &lv); cfg.bug_k = (size_t)lv; break;
         case 'A': rc = sl_cli_double_in("--level", optarg, 0, 1, 1, 1, &vo.level); break;
         case 'T': rc = sl_cli_double_in("--tv", optarg, 0, 1, 1, 0, &vo.tv_delta); break;
         case '2': vo.two_sample = 1; break;
