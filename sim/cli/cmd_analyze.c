@@ -1,34 +1,13 @@
-/* cmd_analyze.c: `speclab analyze FILE.h5` and the cost-model options shared with recommend. */
+/* cmd_analyze.c: `speclab analyze FILE.h5`. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_deploy.h"
 #include "sl_analyze.h"
 #include "sl_cli.h"
-
-/* Parses "n:v,n:v,..." into a table cost model. */
-int sl_cli_vtable(const char *s, sl_theory_vcost *vc)
-{
-    size_t cap = 64, k = 0;
-    long n[64];
-    double v[64];
-    const char *p = s;
-    while (*p) {
-        char *end;
-        long a = strtol(p, &end, 10);
-        if (end == p || *end != ':') return sl_fail(SL_EINPUT, "--v-table: '%s' is not n:v[,n:v...]", s);
-        p = end + 1;
-        double b = strtod(p, &end);
-        if (end == p || (*end && *end != ',')) return sl_fail(SL_EINPUT, "--v-table: '%s' is not n:v[,n:v...]", s);
-        if (k == cap) return sl_fail(SL_EINPUT, "--v-table: more than %zu entries", cap);
-        n[k] = a, v[k] = b, k++;
-        p = *end ? end + 1 : end;
-    }
-    if (k == 0) return sl_fail(SL_EINPUT, "--v-table: empty");
-    return sl_theory_vcost_table(vc, n, v, k);
-}
 
 static void usage(void)
 {
@@ -85,24 +64,14 @@ int sl_cmd_analyze(int argc, char **argv)
     sl_theory_vcost vc = {0};
     int have_vc = 0, validate = 0, c, rc = SL_OK;
     long v;
-    double d, *vals = NULL;
+    double *vals = NULL;
     size_t nv;
     optind = 1;
     opterr = 0;
     while (rc == SL_OK && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (sl_cli_deploy_option(c, optarg, &o, &vc, &have_vc, &rc)) continue;
         switch (c) {
-        case 'G': rc = sl_cli_long_in("--gamma-max", optarg, 1, SL_ANALYZE_GMAX, &v); o.gamma_max = (size_t)v; break;
-        case 'B': rc = sl_cli_long_in("--boot", optarg, 0, 1000000, &v); o.n_boot = (size_t)v; break;
-        case 'L': rc = sl_cli_double_in("--ci", optarg, 0, 1, 1, 1, &o.ci_level); break;
-        case 's': rc = sl_cli_u64("--seed", optarg, &o.seed); break;
-        case 'c': rc = sl_cli_double_in("--c", optarg, 0, 0, 1e6, 0, &o.c); break;
         case 'H': rc = sl_cli_double_in("--c-hat", optarg, 0, 0, 1e6, 0, &o.c_hat); break;
-        case 'v':
-            rc = sl_cli_double_in("--v-linear", optarg, 0, 0, 1e6, 0, &d);
-            if (!rc) rc = sl_theory_vcost_linear(&vc, d);
-            have_vc = !rc;
-            break;
-        case 'V': rc = sl_cli_vtable(optarg, &vc); have_vc = !rc; break;
         case 'R': rc = sl_cli_long_in("--reps", optarg, 0, 100000, &v); o.policy_reps = (size_t)v; break;
         case 'h' + 256: rc = sl_cli_long_in("--hf-start", optarg, 1, SL_ANALYZE_GMAX, &v); o.hf_start = (int)v; break;
         case 'T': rc = sl_cli_long_in("--threads", optarg, 0, 1024, &v); o.threads = (int)v; break;

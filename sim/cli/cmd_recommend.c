@@ -6,10 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_deploy.h"
 #include "sl_analyze.h"
 #include "sl_cli.h"
-
-int sl_cli_vtable(const char *s, sl_theory_vcost *vc); /* cmd_analyze.c */
 
 static void usage(void)
 {
@@ -50,25 +49,14 @@ int sl_cmd_recommend(int argc, char **argv)
     sl_format fmt = SL_FMT_TABLE;
     sl_theory_vcost vc = {0};
     int have_vc = 0, c, rc = SL_OK;
-    long v, answer = 128, sims = 10000;
-    double d;
+    long answer = 128, sims = 10000;
     optind = 1;
     opterr = 0;
     while (rc == SL_OK && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (sl_cli_deploy_option(c, optarg, &o, &vc, &have_vc, &rc)) continue;
         switch (c) {
-        case 'c': rc = sl_cli_double_in("--c", optarg, 0, 0, 1e6, 0, &o.c); break;
-        case 'v':
-            rc = sl_cli_double_in("--v-linear", optarg, 0, 0, 1e6, 0, &d);
-            if (!rc) rc = sl_theory_vcost_linear(&vc, d);
-            have_vc = !rc;
-            break;
-        case 'V': rc = sl_cli_vtable(optarg, &vc); have_vc = !rc; break;
-        case 'G': rc = sl_cli_long_in("--gamma-max", optarg, 1, SL_ANALYZE_GMAX, &v); o.gamma_max = (size_t)v; break;
         case 'A': rc = sl_cli_long_in("--answer", optarg, 1, 1L << 24, &answer); break;
         case 'K': rc = sl_cli_long_in("--sims", optarg, 1, 100000000, &sims); break;
-        case 'B': rc = sl_cli_long_in("--boot", optarg, 0, 1000000, &v); o.n_boot = (size_t)v; break;
-        case 'L': rc = sl_cli_double_in("--ci", optarg, 0, 1, 1, 1, &o.ci_level); break;
-        case 's': rc = sl_cli_u64("--seed", optarg, &o.seed); break;
         case 'f': rc = sl_format_parse(optarg, &fmt); break;
         case 'h': usage(); return 0;
         default: rc = sl_fail(SL_EINPUT, "unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
