@@ -1152,6 +1152,18 @@ static void map_chunks(sl_log_reader *r)
 
 int sl_log_dist_direct(const sl_log_reader *r) { return r->map != NULL; }
 
+/* Maps a raw chunk's pages in one call (Linux >= 5.14) instead of one fault per 64 KiB: a raw
+ * float32 chunk is otherwise read at the speed of page faults, not of memory. Best effort: on
+ * older kernels the madvise fails and the pages fault in as usual. */
+static void populate(const unsigned char *src, size_t bytes)
+{
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)src & ~(pg - 1), b = (uintptr_t)src + bytes;
+    (void)madvise((void *)a, b - a, MADV_POPULATE_READ);
+}
+
 int sl_log_dist_prepare(sl_log_reader *r, int nt)
 {
     if (!r->map) return sl_fail(SL_EFAIL, "no direct access to %s", r->path);
@@ -1206,6 +1218,8 @@ int sl_log_dist_chunk(sl_log_reader *r, size_t k, int tid, const float **p, cons
         } else if (r->csize[s] != bytes) {
             return sl_fail(SL_EINPUT, "%s: /distributions chunk at row %zu has %llu bytes, expected %zu", r->path, k * ch,
                            (unsigned long long)r->csize[s], bytes);
+        } else {
+            populate(src, bytes);
         }
         if (esz == 4 && ((uintptr_t)src % sizeof(float)) == 0) {
             *out[c] = (const float *)(const void *)src; /* straight from the page cache or the inflate buffer */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sl_cli.h"
 
@@ -69,8 +70,21 @@ static void usage(FILE *f)
     }
 }
 
+/* speclab never uses OpenBLAS's own thread pool (the engine has its own kernels; the trainer calls
+ * sgemm single-threaded inside its OpenMP team), but the pthread build of OpenBLAS starts that
+ * pool when the library loads, and its idle threads spin for ~0.1 s, which on a two-core machine
+ * costs a short command (analyze of a 650 MB log) ~30% of its wall time. The pool size is read
+ * from the environment only at load, so the first start sets it and re-executes itself once. */
+static void openblas_single_pool(char **argv)
+{
+    if (getenv("OPENBLAS_NUM_THREADS")) return;
+    if (setenv("OPENBLAS_NUM_THREADS", "1", 1)) return;
+    execv("/proc/self/exe", argv); /* on failure: carry on with the pool */
+}
+
 int main(int argc, char **argv)
 {
+    openblas_single_pool(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

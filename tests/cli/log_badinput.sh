@@ -38,6 +38,16 @@ cp "$D/good.h5" "$D/nan.h5"; $PY -c "import h5py,sys; f=h5py.File(sys.argv[1],'r
 check_bad "row 5" analyze "$D/nan.h5"
 cp "$D/good.h5" "$D/neg.h5"; $PY -c "import h5py,sys; f=h5py.File(sys.argv[1],'r+'); f['distributions/q'][7,3]=-0.25" "$D/neg.h5"
 check_bad "row 7" analyze "$D/neg.h5"
+# The --beta-only pass checks every value in its vectorised loop (16 at a time) and in the tail
+# (a vocabulary of 70 = 4 x 16 + 6): NaN, negative and > 1, in p and in q, each must be caught.
+"$S" measure --synthetic noisy --vocab 70 --sequences 2 --tokens 20 --out "$D/v70.h5" >/dev/null || exit 1
+for spec in "p 3 5 nan" "q 9 17 -0.5" "p 11 66 1.5" "q 2 69 nan" "q 0 0 -1e-30"; do
+  read -r which row col val <<<"$spec"
+  cp "$D/v70.h5" "$D/bo.h5"
+  $PY -c "import h5py,sys; f=h5py.File(sys.argv[1],'r+'); f['distributions/$which'][$row,$col]=float('$val')" "$D/bo.h5"
+  check_bad "row $row" analyze --beta-only "$D/bo.h5"
+done
+"$S" analyze --beta-only "$D/v70.h5" --format csv >/dev/null || { echo "FAIL: analyze --beta-only v70.h5"; fail=1; }
 head -c 3000 "$D/good.h5" > "$D/trunc.h5"
 check_bad "corrupt or truncated" analyze "$D/trunc.h5"
 printf 'not hdf5 at all\n' > "$D/text.h5"
