@@ -37,7 +37,13 @@ if [ "$STAGE" = base ] || [ "$STAGE" = target ]; then
   wait
   cat "$OUT/probe.txt"
   touch "$OUT/steps.tsv"
+  # Rows train in parallel with their recorded threads when the machine has the cores for all of
+  # them; otherwise one after another on every core (the result does not depend on the count).
+  ncpu=$(nproc)
+  need=$(rows "$STAGE" | awk '{s += $9} END {print s + 0}')
+  serial=$(( need > ncpu ? 1 : 0 ))
   while read -r name _ L H d ff lr seed thr steps from; do
+    [ "$serial" = 1 ] && thr=$ncpu
     if [ "$steps" = auto ]; then
       tps=$(awk -v n="$name" '$1 == n {print $2}' "$OUT/probe.txt")
       steps=$(awk -v t="$tps" -v b="$BUDGET" 'BEGIN { s = int(0.9 * b * t / 4096); print (s < 50 ? 50 : s) }')
@@ -48,11 +54,13 @@ if [ "$STAGE" = base ] || [ "$STAGE" = target ]; then
       --steps "$steps" --batch $B --seq $T --lr "$lr" --warmup "$warm" --seed "$seed" --threads "$thr" \
       --checkpoint "$OUT/ck-$name" --eval-every $(( steps / 10 > 1 ? steps / 10 : 1 )) --log "$OUT/$name.csv" \
       --dtype f16 --tokenizer models/tokenizer.json --out "$OUT/$name.safetensors" > "$OUT/$name.stdout" 2>&1 &
+    [ "$serial" = 1 ] && wait
   done < <(rows "$STAGE")
   wait
   cat "$OUT/steps.tsv"
 elif [ "$STAGE" = distill ]; then
   read -r name _ L H d ff lr seed thr steps from < <(rows distill)
+  thr=$(( thr > $(nproc) ? $(nproc) : thr ))
   # "=NAME": as many steps as NAME (its data-only twin) took in the base stage.
   case "$steps" in =*) steps=$(awk -v n="${steps#=}" '$1 == n {print $2}' "$OUT/steps.tsv") ;; esac
   "$S" distill --teacher "$OUT/$from.safetensors" --objective kl --train "$DATA/mix.train.tok" --valid "$DATA/mix.valid.tok" \
@@ -61,6 +69,7 @@ elif [ "$STAGE" = distill ]; then
     --dtype f32 --out "$OUT/$name.safetensors" > "$OUT/$name.stdout" 2>&1
   # The acceptance-rate objective (TV = 1 - beta) as a short fine-tune from the KL draft.
   read -r name _ L H d ff lr seed thr steps from < <(rows finetune)
+  thr=$(( thr > $(nproc) ? $(nproc) : thr ))
   "$S" distill --teacher "$OUT/target.safetensors" --objective tv --init "$OUT/$from.safetensors" \
     --train "$DATA/mix.train.tok" --valid "$DATA/mix.valid.tok" --steps "$steps" --batch $B --seq $T --lr "$lr" \
     --warmup $(( steps / 20 )) --seed "$seed" --threads "$thr" --checkpoint "$OUT/ck-$name" \
