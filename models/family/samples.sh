@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# samples.sh: a few sampled texts from every shipped model, into models/family/samples.md.
+# Each model samples alone: `speclab generate --target M --draft M --gamma 1` (draft = target, so
+# every draft is accepted and the text is distributed exactly as M's own samples), temperature 1,
+# seed 1, 48 tokens after the first held-out prompt of each domain (data/prompts/, escapes undone).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+S=${SPECLAB:-build/speclab}
+out=models/family/samples.md
+tmp=$out.tmp
+N=48
+prompt() { head -n "$2" "data/prompts/$1.txt" | tail -n 1 | /usr/bin/python3 -c 'import sys; s=sys.stdin.read().rstrip("\n"); print(s.encode().decode("unicode_escape") if "\\n" in s else s, end="")'; }
+{
+  echo "# Samples from the shipped family"
+  echo
+  echo "Made by \`bash models/family/samples.sh\`: each model samples alone (\`speclab generate --target M"
+  echo "--draft M --gamma 1\`, so the text is distributed as M's own samples), temperature 1, seed 1,"
+  echo "$N tokens after a held-out prompt (\`data/prompts/\`, never in the training split). The prompt is"
+  echo "shown once per domain; the model's continuation follows it in each block."
+  for d in prose code; do
+    p=$(prompt "$d" 3)
+    echo
+    echo "## $d"
+    echo
+    echo "Prompt:"
+    echo
+    echo '```'
+    printf '%s\n' "$p"
+    echo '```'
+    for m in family/target family/draft-l family/draft-m-distilled family/draft-m family/draft-s family/draft-xs \
+             drafts/bigram drafts/unigram; do
+      echo
+      echo "**$(basename "$m")**:"
+      echo
+      echo '```'
+      "$S" generate --target "models/$m.safetensors" --draft "models/$m.safetensors" --gamma 1 --prompt "$p" \
+        --tokens $N --seed 1 --eos -1 | awk '/^# acceptance/ {exit} {print}' | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}'
+      echo '```'
+    done
+  done
+} > "$tmp"
+mv "$tmp" "$out"
+echo "wrote $out"
