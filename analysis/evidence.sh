@@ -117,7 +117,14 @@ out, target, G, K, N, threads, elapsed = sys.argv[1:8]
 def f(x, d=3):
     return "–" if x is None else f"{x:.{d}f}"
 rows = []
-hdr = ("| draft | domain | T | α measured [95% CI] | α̂ run [95% CI] | run in CI | β̄ tested (run) | tokens/iter | c | v(γ+1) "
+def paired(r):
+    d = r.get("alpha_minus_beta_tested")
+    if d is None:
+        return "–"
+    ok = d["ci_lo"] is not None and d["ci_lo"] <= 0 <= d["ci_hi"]
+    return f"{d['value']:+.3f} [{d['ci_lo']:+.3f}, {d['ci_hi']:+.3f}] {'yes' if ok else 'no'}"
+hdr = ("| draft | domain | T | α measured [95% CI] | α̂ run [95% CI] | run in CI | β̄ tested (run) | α̂ − β̄ tested [95% CI], 0 inside "
+       "| tokens/iter | c | v(γ+1) "
        "| speedup measured [95% CI] | Thm 3.8 | generalised | gen. within 10% | with in-run costs |")
 rows.append(hdr)
 rows.append("|" + "---|" * (hdr.count("|") - 1))
@@ -125,7 +132,7 @@ notes = []
 for line in open(f"{out}/cells.tsv"):
     label, dom, t, tag, status = line.rstrip("\n").split("\t")
     if status != "ok":
-        rows.append(f"| {label} | {dom} | {t} | {status} |" + " |" * 11)
+        rows.append(f"| {label} | {dom} | {t} | {status} |" + " |" * 12)
         continue
     a = json.load(open(f"{out}/a_{tag}.json"))["summary"][0]
     r = {m["metric"]: m for m in json.load(open(f"{out}/r_{tag}.json"))["run"]}
@@ -136,7 +143,7 @@ for line in open(f"{out}/cells.tsv"):
     within = abs(gen / sp["value"] - 1) <= 0.10 if gen and sp["value"] else None
     rows.append(
         f"| {label} | {dom} | {t} | {f(al)} [{f(lo)}, {f(hi)}] | {f(ah['value'])} [{f(ah['ci_lo'])}, {f(ah['ci_hi'])}] "
-        f"| {'yes' if inside else 'no'} | {f(r['beta_tested']['value'])} | {f(r['tokens_per_iteration']['value'], 2)} | {f(r['c']['value'])} "
+        f"| {'yes' if inside else 'no'} | {f(r['beta_tested']['value'])} | {paired(r)} | {f(r['tokens_per_iteration']['value'], 2)} | {f(r['c']['value'])} "
         f"| {f(r['v_gamma_plus_1']['value'], 2)} | {f(sp['value'])} [{f(sp['ci_lo'])}, {f(sp['ci_hi'])}] "
         f"| {f(r['predicted_thm38']['value'])} | {f(gen)} | {'–' if within is None else 'yes' if within else 'no'} "
         f"| {f(r['predicted_in_run_costs']['value'])} |")
@@ -145,7 +152,9 @@ text = "\n".join([
     "α measured: mean β over target-generated text (`speclab measure` + `analyze`, bootstrap over prompts).",
     "α̂ run: accepted / tested drafts in `speclab run` (CI over prompts); 'run in CI': α̂ inside the measured α's CI.",
     "β̄ tested: mean logged β at the run's tested positions, which α̂ must match whatever selects the positions",
-    "(the measure log weighs all positions alike; the run tests positions after an acceptance more often).",
+    "(the measure log weighs all positions alike; the run tests positions after an acceptance more often);",
+    "α̂ − β̄ tested: the paired difference over the same tested drafts with its bootstrap CI over prompts, which",
+    "must contain 0 (given its context a draft is accepted with probability β).",
     "Speedup: autoregressive / speculative time per token (CI over prompts); predictions at α̂ with c and v(n)",
     "measured in the same run; 'with in-run costs' uses the decode's own draft and verification times.",
     "",

@@ -456,7 +456,7 @@ static int report(const char *path, long boot, double level, uint64_t seed, sl_f
 
     /* Percentile bootstrap over whole prompts (each keeps its speculative and baseline decodes,
      * so the speedup's numerator and denominator move together). */
-    enum { K_RATE, K_ALPHA, K_TPI, K_SPEED, K_38, K_GEN, K_EXP, K_BETA, K_N };
+    enum { K_RATE, K_ALPHA, K_TPI, K_SPEED, K_38, K_GEN, K_EXP, K_BETA, K_DIFF, K_N };
     double lo[K_N], hi[K_N];
     for (int k = 0; k < K_N; k++) lo[k] = hi[k] = NAN;
     if (!rc && boot > 0 && np > 1) {
@@ -468,7 +468,9 @@ static int report(const char *path, long boot, double level, uint64_t seed, sl_f
             for (size_t i = 0; i < np; i++) idx[i] = (size_t)gsl_rng_uniform_int(g, np);
             point q;
             rc = point_of(pa, idx, np, gamma, c, have_vc ? &vc : NULL, &q);
-            double v[K_N] = {q.acceptance_rate, q.alpha_hat, q.tokens_per_iter, q.speedup, q.thm38, q.general, q.expected, q.beta_tested};
+            double v[K_N] = {q.acceptance_rate, q.alpha_hat, q.tokens_per_iter,   q.speedup,
+                             q.thm38,           q.general,   q.expected,          q.beta_tested,
+                             q.alpha_hat - q.beta_tested};
             for (int k = 0; k < K_N; k++) bs[k * boot + j] = v[k];
         }
         if (g) gsl_rng_free(g);
@@ -514,6 +516,12 @@ static int report(const char *path, long boot, double level, uint64_t seed, sl_f
         add_metric(tr, "alpha_hat", pt.alpha_hat, lo[K_ALPHA], hi[K_ALPHA], note);
         add_metric(tr, "beta_tested", pt.beta_tested, lo[K_BETA], hi[K_BETA],
                    "mean logged beta at the tested positions: what alpha_hat must match");
+        /* Paired over the same tested drafts: given its context a draft is accepted with
+         * probability beta, so this difference has mean 0 whatever selects the positions. */
+        const double diff = pt.alpha_hat - pt.beta_tested;
+        snprintf(note, sizeof note, "paired, same resamples; acceptance == beta %s (0 %s the CI)",
+                 lo[K_DIFF] <= 0 && 0 <= hi[K_DIFF] ? "holds" : "FAILS", lo[K_DIFF] <= 0 && 0 <= hi[K_DIFF] ? "inside" : "outside");
+        add_metric(tr, "alpha_minus_beta_tested", diff, lo[K_DIFF], hi[K_DIFF], note);
         add_metric(tr, "tokens_per_iteration", pt.tokens_per_iter, lo[K_TPI], hi[K_TPI], "observed emitted / iterations");
         add_metric(tr, "expected_tokens", pt.expected, lo[K_EXP], hi[K_EXP], "E[N] = (1 - a^(g+1))/(1 - a) at alpha_hat");
         add_metric(tr, "c", c, NAN, NAN, "measured: draft step / target step (medians)");
