@@ -22,11 +22,15 @@ assert len(rows) == 8, rows                               # 2 drafts x 2 domains
 assert {(r[0].strip(), r[1].strip(), r[2].strip()) for r in rows} == {
     (a, b, c) for a in ("d", "self") for b in ("prose", "code") for c in ("1", "0")}
 for r in rows:
-    assert len(r) == 15, r
-    alpha = float(r[3].split()[0]); speed = float(r[10].split()[0])
+    assert len(r) == 16, r
+    alpha = float(r[3].split()[0]); speed = float(r[11].split()[0])
     assert 0 <= alpha <= 1 and speed > 0, r
+    # the paired alpha_hat - beta_tested: value, CI and whether 0 is inside
+    diff, lo, hi, ok = r[7].split()
+    assert float(lo.strip("[,")) <= float(diff) <= float(hi.strip("]")) and ok in ("yes", "no"), r
     if r[0].strip() == "self":                            # p == q: alpha = 1, gamma + 1 = 4 tokens
-        assert r[3].startswith(" 1.000 [1.000, 1.000]") and r[5].strip() == "yes" and r[7].strip() == "4.00" and r[6].strip() == "1.000", r
+        assert r[3].startswith(" 1.000 [1.000, 1.000]") and r[5].strip() == "yes" and r[8].strip() == "4.00" and r[6].strip() == "1.000", r
+        assert r[7].strip() == "+0.000 [+0.000, +0.000] yes", r   # beta = 1, every draft accepted
 print("evidence table: ok")
 PY
 for bad in "--target $D/none.st --drafts $D/d.st" "--target $D/t.st" "--target $D/t.st --drafts $D/d.st --tokens x" \
