@@ -148,6 +148,11 @@ PY
 import json; r = json.load(open('$D/a.json'))
 assert any('run' in k for k in r), list(r)" || { echo "FAIL: analyze --run has no run section"; fail=1; }
 
+# 5b. The smallest cost table (--v-max = gamma + 1 = 2) leaves the calibration only 2 tokens of
+# room past its context: it must fit its baseline steps in them.
+"${RUN[@]}" --target "$D/t.st" --draft "$D/d.st" --max-prompts 2 --tokens 10 --gamma 1 --v-max 2 --out "$D/vmax2.h5" \
+  > /dev/null || { echo "FAIL: run --gamma 1 --v-max 2"; fail=1; }
+
 # 6. Resume: 2 prompts, then 4 (shards of 1 prompt): the first shards are kept, not recomputed.
 head -2 "$D/p.txt" > "$D/p2.txt"
 "$S" run --target "$D/t.st" --draft "$D/d.st" --prompts "$D/p.txt" --max-prompts 2 --tokens 20 --gamma 2 --shard-prompts 1 \
