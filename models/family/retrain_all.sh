@@ -3,7 +3,7 @@
 # recorded seeds and steps (models/family/recipe.tsv): corpora, token files, target, data-only
 # drafts, distilled draft, n-gram and lookup drafts, evaluation. Writes into models/family/out/ and
 # models/drafts/ (copy the .safetensors from out/ over models/family/ to replace the shipped ones).
-# Cost on the 2-core machine with both cores free: about 45 minutes (models/README.md).
+# Cost on the 2-core machine with both cores free: about 1 h 40 min (models/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 make
