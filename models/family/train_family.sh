@@ -65,7 +65,7 @@ elif [ "$STAGE" = distill ]; then
   case "$steps" in =*) steps=$(awk -v n="${steps#=}" '$1 == n {print $2}' "$OUT/steps.tsv") ;; esac
   "$S" distill --teacher "$OUT/$from.safetensors" --objective kl --train "$DATA/mix.train.tok" --valid "$DATA/mix.valid.tok" \
     --config "$(config "$L" "$H" "$d" "$ff")" --steps "$steps" --batch $B --seq $T --lr "$lr" --warmup $(( steps / 20 )) \
-    --seed "$seed" --threads "$thr" --checkpoint "$OUT/ck-$name" --eval-every $(( steps / 10 )) --log "$OUT/$name.csv" \
+    --seed "$seed" --threads "$thr" --checkpoint "$OUT/ck-$name" --eval-every $(( steps / 10 > 1 ? steps / 10 : 1 )) --log "$OUT/$name.csv" \
     --dtype f32 --out "$OUT/$name.safetensors" > "$OUT/$name.stdout" 2>&1
   # The acceptance-rate objective (TV = 1 - beta) as a short fine-tune from the KL draft.
   read -r name _ L H d ff lr seed thr steps from < <(rows finetune)
@@ -73,7 +73,7 @@ elif [ "$STAGE" = distill ]; then
   "$S" distill --teacher "$OUT/target.safetensors" --objective tv --init "$OUT/$from.safetensors" \
     --train "$DATA/mix.train.tok" --valid "$DATA/mix.valid.tok" --steps "$steps" --batch $B --seq $T --lr "$lr" \
     --warmup $(( steps / 20 )) --seed "$seed" --threads "$thr" --checkpoint "$OUT/ck-$name" \
-    --eval-every $(( steps / 10 )) --log "$OUT/$name.csv" --dtype f16 --out "$OUT/$name.safetensors" > "$OUT/$name.stdout" 2>&1
+    --eval-every $(( steps / 10 > 1 ? steps / 10 : 1 )) --log "$OUT/$name.csv" --dtype f16 --out "$OUT/$name.safetensors" > "$OUT/$name.stdout" 2>&1
 else
   echo "usage: train_family.sh base [BUDGET_S] | distill" >&2
   exit 2
