@@ -210,44 +210,10 @@ typedef struct {
     double alpha_l[32];
 } row_stats;
 
-/* Everything the log's full distributions give for one row (floats in, double sums). */
-static void row_kernel(const float *p, const float *q, size_t V, const double *inv_l, size_t nl, row_stats *s)
-{
-    double beta = 0, match = 0, nonit = INFINITY;
-    float pmax = -1, qmax = -1;
-    size_t qarg = 0;
-#pragma omp simd reduction(+ : beta, match)
-    for (size_t x = 0; x < V; x++) {
-        float a = p[x], b = q[x];
-        beta += a < b ? a : b;
-        match += (double)a * b;
-    }
-    for (size_t x = 0; x < V; x++) {
-        if (p[x] > pmax) pmax = p[x];
-        if (q[x] > qmax) qmax = q[x], qarg = x;
-        if (p[x] > 0) {
-            double r = (double)q[x] / p[x];
-            if (r < nonit) nonit = r;
-        }
-    }
-    for (size_t j = 0; j < nl; j++) {
-        double il = inv_l[j], al = 0;
-#pragma omp simd reduction(+ : al)
-        for (size_t x = 0; x < V; x++) {
-            double a = p[x] * il, b = q[x];
-            al += a < b ? a : b;
-        }
-        s->alpha_l[j] = al;
-    }
-    s->beta = beta;
-    s->match = match;
-    s->nonit = nonit;
-    s->t0_ratio = pmax > 0 ? p[qarg] / pmax : 0;
-}
-
 /* beta = sum min(p, q) in double, and whether the row holds a value that is not a probability
  * (NaN, negative or > 1): one AVX2 pass over the row, four double accumulators (the pass that
- * decides analyze's speed on a log of full distributions; a scalar twin is in the tests). */
+ * decides analyze's speed on a log of full distributions; tests/test_analyze.c checks it against
+ * a naive double sum, tests/cli/log_badinput.sh every bad value in the vector loop and the tail). */
 static double beta_kernel(const float *p, const float *q, size_t V, int *bad)
 {
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
@@ -279,12 +245,37 @@ static double beta_kernel(const float *p, const float *q, size_t V, int *bad)
     return beta;
 }
 
-/* Returns 1 when the row holds a value that is not a probability. */
-static int row_bad(const float *p, const float *q, size_t V)
+/* Everything the log's full distributions give for one row (floats in, double sums); *bad as
+ * beta_kernel's. */
+static void row_kernel(const float *p, const float *q, size_t V, const double *inv_l, size_t nl, row_stats *s,
+                       int *bad)
 {
-    int bad;
-    (void)beta_kernel(p, q, V, &bad);
-    return bad;
+    double beta = beta_kernel(p, q, V, bad), match = 0, nonit = INFINITY;
+    float pmax = -1, qmax = -1;
+    size_t qarg = 0;
+#pragma omp simd reduction(+ : match)
+    for (size_t x = 0; x < V; x++) match += (double)p[x] * q[x];
+    for (size_t x = 0; x < V; x++) {
+        if (p[x] > pmax) pmax = p[x];
+        if (q[x] > qmax) qmax = q[x], qarg = x;
+        if (p[x] > 0) {
+            double r = (double)q[x] / p[x];
+            if (r < nonit) nonit = r;
+        }
+    }
+    for (size_t j = 0; j < nl; j++) {
+        double il = inv_l[j], al = 0;
+#pragma omp simd reduction(+ : al)
+        for (size_t x = 0; x < V; x++) {
+            double a = p[x] * il, b = q[x];
+            al += a < b ? a : b;
+        }
+        s->alpha_l[j] = al;
+    }
+    s->beta = beta;
+    s->match = match;
+    s->nonit = nonit;
+    s->t0_ratio = pmax > 0 ? p[qarg] / pmax : 0;
 }
 
 typedef struct {
@@ -306,10 +297,7 @@ static void rows_one(void *ctx, size_t item, int tid)
     for (size_t i = item * 16; i < j->n && i < item * 16 + 16; i++) {
         const float *pi = j->p + i * j->V, *qi = j->q + i * j->V;
         if (j->beta_only) j->rs[i].beta = beta_kernel(pi, qi, j->V, &j->bad[i]);
-        else {
-            j->bad[i] = row_bad(pi, qi, j->V);
-            row_kernel(pi, qi, j->V, j->inv_l, j->nl, &j->rs[i]);
-        }
+        else row_kernel(pi, qi, j->V, j->inv_l, j->nl, &j->rs[i], &j->bad[i]);
     }
 }
 
@@ -337,10 +325,7 @@ static void chunk_one(void *ctx, size_t item, int tid)
         size_t at = item * j->ch + i;
         const float *pi = p + i * j->V, *qi = q + i * j->V;
         if (j->beta_only) j->rs[at].beta = beta_kernel(pi, qi, j->V, &j->bad[at]);
-        else {
-            j->bad[at] = row_bad(pi, qi, j->V);
-            row_kernel(pi, qi, j->V, j->inv_l, j->nl, &j->rs[at]);
-        }
+        else row_kernel(pi, qi, j->V, j->inv_l, j->nl, &j->rs[at], &j->bad[at]);
     }
 }
 

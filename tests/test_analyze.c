@@ -186,6 +186,12 @@ Test(analyze, measure_log_against_naive)
     cr_assert_eq(res.alpha_l[0], res1.alpha_l[0]);
     cr_assert_eq(res.alpha_lo, res1.alpha_lo);
     cr_assert_eq(res.pol[1].walltime_factor, res1.pol[1].walltime_factor);
+    /* --beta-only runs the same beta kernel: the same bits. */
+    sl_analyze_result rb;
+    o.beta_only = 1;
+    cr_assert_eq(sl_analyze_file(path, &o, &rb), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(rb.beta_dists, res.beta_dists, "%.17g vs %.17g", rb.beta_dists, res.beta_dists);
+    o.beta_only = 0;
 
     sl_log_reader *r;
     cr_assert_eq(sl_log_open(&r, path), SL_OK);
@@ -246,6 +252,7 @@ Test(analyze, measure_log_against_naive)
     sl_log_close(r);
     sl_analyze_result_free(&res);
     sl_analyze_result_free(&res1);
+    sl_analyze_result_free(&rb);
     sl_synth_free(mt);
     sl_synth_free(md);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

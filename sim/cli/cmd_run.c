@@ -237,6 +237,22 @@ static int time_call(sl_lm *lm, const int32_t *feed, size_t n, size_t ctx_len, d
     return rc;
 }
 
+static double quantile_sorted(const double *x, size_t n, double q)
+{
+    if (n == 0) return NAN;
+    double h = q * (double)(n - 1);
+    size_t i = (size_t)h;
+    if (i + 1 >= n) return x[n - 1];
+    return x[i] + (h - (double)i) * (x[i + 1] - x[i]);
+}
+
+/* Sorts x in place and returns its median. */
+static double median(double *x, size_t n)
+{
+    qsort(x, n, sizeof *x, cmp_double);
+    return quantile_sorted(x, n, 0.5);
+}
+
 /* c and v(n), n = 1..v_max, each timed the way a decode meets it. Both models hold a context of
  * ctx_len tokens (ctx, cycled prompt tokens).
  *   call_s[0] = the target's one-token step in a run of such steps (the autoregressive baseline,
@@ -250,8 +266,9 @@ static int time_call(sl_lm *lm, const int32_t *feed, size_t n, size_t ctx_len, d
  * back to back instead (an earlier version) read verification fast for a target that fits in the
  * last-level cache, and timing the one-token step right after other work read the unit up to 1.5x
  * slow on the 2-core machine: either way the generalised prediction overshot the measured speedup
- * by 40-130%; with this protocol it lands within 10%, three runs in a row, against 4-5% for the
- * decode's own costs (the loop's sampling and bookkeeping). The repetitions go round every n in turn,
+ * by 40-130%; with this protocol it lands within 10% in 25-32 of the 32 evidence cells
+ * (models/family/evidence.md; the rest is the machine's drift between calibration and decode).
+ * The repetitions go round every n in turn,
  * so that slow drift of the machine hits every point alike; medians of reps timed repetitions
  * after 3 warm-ups. */
 static int measure_costs(sl_lm *lt, sl_lm *ld, const int32_t *ctx, size_t ctx_len, const int32_t *feed, size_t v_max,
@@ -290,16 +307,10 @@ static int measure_costs(sl_lm *lt, sl_lm *ld, const int32_t *ctx, size_t ctx_le
             if (!rc) rc = lt->truncate(lt->self, ctx_len);
         }
     if (!rc) {
-        qsort(td, kd, sizeof *td, cmp_double);
-        *draft_s = kd % 2 ? td[kd / 2] : 0.5 * (td[kd / 2 - 1] + td[kd / 2]);
-        qsort(ta, ka, sizeof *ta, cmp_double);
-        call_s[0] = ka % 2 ? ta[ka / 2] : 0.5 * (ta[ka / 2 - 1] + ta[ka / 2]);
+        *draft_s = median(td, kd);
+        call_s[0] = median(ta, ka);
     }
-    for (size_t j = 1; j < v_max && !rc; j++) {
-        double *row = ts + j * (size_t)reps;
-        qsort(row, (size_t)reps, sizeof *row, cmp_double);
-        call_s[j] = reps % 2 ? row[reps / 2] : 0.5 * (row[reps / 2 - 1] + row[reps / 2]);
-    }
+    for (size_t j = 1; j < v_max && !rc; j++) call_s[j] = median(ts + j * (size_t)reps, (size_t)reps);
     free(ts);
     free(td);
     free(ta);
@@ -354,15 +365,6 @@ static void add_metric(sl_table *t, const char *name, double v, double lo, doubl
     sl_table_set_double(t, 2, lo);
     sl_table_set_double(t, 3, hi);
     sl_table_set_string(t, 4, note);
-}
-
-static double quantile_sorted(const double *x, size_t n, double q)
-{
-    if (n == 0) return NAN;
-    double h = q * (double)(n - 1);
-    size_t i = (size_t)h;
-    if (i + 1 >= n) return x[n - 1];
-    return x[i] + (h - (double)i) * (x[i + 1] - x[i]);
 }
 
 static int report(const char *path, long boot, double level, uint64_t seed, sl_format fmt)
@@ -519,9 +521,9 @@ static int report(const char *path, long boot, double level, uint64_t seed, sl_f
         add_metric(tr, "beta_tested", pt.beta_tested, lo[K_BETA], hi[K_BETA],
                    "mean logged beta at the tested positions: what alpha_hat must match");
         /* Paired over the same tested drafts: given its context a draft is accepted with
-         * probability beta, so this difference has mean 0 whatever selects the positions. */
-        /* 1e-6: beta is a sum of float32 probabilities, so a draft equal to the target gives
-         * beta = 1 +- 1e-7 and a CI of width 0 a hair off 0. */
+         * probability beta, so this difference has mean 0 whatever selects the positions. The
+         * 1e-6: beta sums float32 probabilities, so a draft equal to the target gives beta =
+         * 1 +- 1e-7 and a CI of width 0 a hair off 0. */
         const double diff = pt.alpha_hat - pt.beta_tested, tol = 1e-6;
         const int zero_in = lo[K_DIFF] <= tol && -tol <= hi[K_DIFF];
         snprintf(note, sizeof note, "paired, same resamples; acceptance == beta %s (0 %s the CI, +-1e-6)",
