@@ -409,40 +409,48 @@ static int standardise(const double *raw, size_t V, const sl_sampling *s, double
     return sl_dist_standardise(dst, V, s, dst, dw);
 }
 
-static int push_checked(int32_t *hist, size_t *len, size_t max_len, size_t V, const int32_t *tokens, size_t n)
+/* The raw next-token distribution after the history h[0..len) (the n-gram and lookup drafts). */
+typedef void (*raw_dist_fn)(const void *ctx, const int32_t *h, size_t len, double *out);
+
+/* The sl_lm extend shared by the history-keeping drafts: checks every id and the room, appends
+ * the tokens to hist, and standardises the raw distribution after each of the last n_rows. */
+static int history_extend(int32_t *hist, size_t *len, size_t max_len, size_t V, const sl_sampling *s, double *raw,
+                          sl_dist_work *dw, raw_dist_fn dist, const void *ctx, const int32_t *tokens, size_t n,
+                          size_t n_rows, double *dists)
 {
+    if (n_rows > n) return sl_fail(SL_EINPUT, "extend: %zu rows asked of %zu tokens", n_rows, n);
     if (*len + n > max_len)
         return sl_fail(SL_EINPUT, "sequence of %zu tokens exceeds the context of %zu tokens", *len + n, max_len);
     for (size_t i = 0; i < n; i++)
         if (tokens[i] < 0 || (size_t)tokens[i] >= V)
             return sl_fail(SL_EINPUT, "token id %d is outside the vocabulary [0, %zu)", tokens[i], V);
-    (void)hist;
-    return SL_OK;
-}
-
-static int ngram_extend(void *self, const int32_t *tokens, size_t n, size_t n_rows, double *dists)
-{
-    sl_ngram_lm *l = self;
-    const size_t V = l->m->vocab_size;
-    if (n_rows > n) return sl_fail(SL_EINPUT, "extend: %zu rows asked of %zu tokens", n_rows, n);
-    int rc = push_checked(l->hist, &l->len, l->max_len, V, tokens, n);
-    if (rc) return rc;
     for (size_t i = 0; i < n; i++) {
-        l->hist[l->len++] = tokens[i];
+        hist[(*len)++] = tokens[i];
         if (i + n_rows < n) continue;
-        sl_ngram_dist(l->m, tokens[i], l->raw);
-        if ((rc = standardise(l->raw, V, &l->sampling, dists + (i + n_rows - n) * V, l->dw))) return rc;
+        dist(ctx, hist, *len, raw);
+        int rc = standardise(raw, V, s, dists + (i + n_rows - n) * V, dw);
+        if (rc) return rc;
     }
     return SL_OK;
 }
 
-static int ngram_truncate(void *self, size_t len)
+static int history_truncate(size_t *len, size_t to)
 {
-    sl_ngram_lm *l = self;
-    if (len > l->len) return sl_fail(SL_EINPUT, "truncate to %zu tokens of a state of %zu", len, l->len);
-    l->len = len;
+    if (to > *len) return sl_fail(SL_EINPUT, "truncate to %zu tokens of a state of %zu", to, *len);
+    *len = to;
     return SL_OK;
 }
+
+static void ngram_raw(const void *m, const int32_t *h, size_t len, double *out) { sl_ngram_dist(m, h[len - 1], out); }
+
+static int ngram_extend(void *self, const int32_t *tokens, size_t n, size_t n_rows, double *dists)
+{
+    sl_ngram_lm *l = self;
+    return history_extend(l->hist, &l->len, l->max_len, l->m->vocab_size, &l->sampling, l->raw, l->dw, ngram_raw, l->m,
+                          tokens, n, n_rows, dists);
+}
+
+static int ngram_truncate(void *self, size_t len) { return history_truncate(&((sl_ngram_lm *)self)->len, len); }
 
 int sl_ngram_lm_alloc(const sl_ngram *m, const sl_sampling *s, size_t max_len, sl_ngram_lm **out)
 {
@@ -508,29 +516,16 @@ void sl_lookup_dist(const sl_lookup_lm *l, const int32_t *h, size_t n, double *o
     out[x] += 1.0 - l->eps;
 }
 
+static void lookup_raw(const void *l, const int32_t *h, size_t len, double *out) { sl_lookup_dist(l, h, len, out); }
+
 static int lookup_extend(void *self, const int32_t *tokens, size_t n, size_t n_rows, double *dists)
 {
     sl_lookup_lm *l = self;
-    const size_t V = l->vocab_size;
-    if (n_rows > n) return sl_fail(SL_EINPUT, "extend: %zu rows asked of %zu tokens", n_rows, n);
-    int rc = push_checked(l->hist, &l->len, l->max_len, V, tokens, n);
-    if (rc) return rc;
-    for (size_t i = 0; i < n; i++) {
-        l->hist[l->len++] = tokens[i];
-        if (i + n_rows < n) continue;
-        sl_lookup_dist(l, l->hist, l->len, l->raw);
-        if ((rc = standardise(l->raw, V, &l->sampling, dists + (i + n_rows - n) * V, l->dw))) return rc;
-    }
-    return SL_OK;
+    return history_extend(l->hist, &l->len, l->max_len, l->vocab_size, &l->sampling, l->raw, l->dw, lookup_raw, l, tokens,
+                          n, n_rows, dists);
 }
 
-static int lookup_truncate(void *self, size_t len)
-{
-    sl_lookup_lm *l = self;
-    if (len > l->len) return sl_fail(SL_EINPUT, "truncate to %zu tokens of a state of %zu", len, l->len);
-    l->len = len;
-    return SL_OK;
-}
+static int lookup_truncate(void *self, size_t len) { return history_truncate(&((sl_lookup_lm *)self)->len, len); }
 
 int sl_lookup_lm_alloc(size_t V, size_t n_max, double eps, const double *fallback, const sl_sampling *s,
                        size_t max_len, sl_lookup_lm **out)
