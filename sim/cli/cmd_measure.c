@@ -9,14 +9,10 @@
 #include "sl_log.h"
 #include "sl_synth.h"
 
-/* The real-model path compiles once the inference engine (models/sl_model.h) is in the tree. */
-#if __has_include("sl_model.h")
 #include "sl_lm_open.h"
 #include "sl_model.h"
 #include "sl_prompts.h"
 #include "sl_tok.h"
-#define SL_HAVE_ENGINE 1
-#endif
 
 static void usage(void)
 {
@@ -102,7 +98,6 @@ static int read_prompt_ids(const char *path, int32_t ***tok, size_t **len, size_
     return SL_OK;
 }
 
-#ifdef SL_HAVE_ENGINE
 /* Target and draft (any spec of models/sl_lm_open.h), text prompts tokenized with the target's
  * tokenizer (or --tokenizer), then sl_log_measure. */
 static int measure_models(const char *target, const char *draft, const char *prompts, const char *tokenizer,
@@ -158,7 +153,35 @@ static int measure_models(const char *target, const char *draft, const char *pro
     sl_lm_close(hd);
     return rc;
 }
-#endif
+
+/* The one-row summary of a written measure log, read back from the file. */
+static int print_summary(const char *out, sl_format fmt)
+{
+    sl_log_reader *r = NULL;
+    int rc = sl_log_open(&r, out);
+    if (rc) return rc;
+    sl_table *t = sl_table_alloc("measure");
+    if (!t) {
+        sl_log_close(r);
+        return sl_fail(SL_EFAIL, "out of memory");
+    }
+    const sl_log_meta *m = sl_log_meta_of(r);
+    sl_table_add_col(t, "file", SL_COL_STRING, NULL);
+    sl_table_add_col(t, "sequences", SL_COL_INT, NULL);
+    sl_table_add_col(t, "positions", SL_COL_INT, NULL);
+    sl_table_add_col(t, "vocab_size", SL_COL_INT, NULL);
+    sl_table_add_col(t, "dist", SL_COL_STRING, NULL);
+    sl_table_add_row(t);
+    sl_table_set_string(t, 0, out);
+    sl_table_set_int(t, 1, (int64_t)sl_log_n_sequences(r));
+    sl_table_set_int(t, 2, (int64_t)sl_log_n_rows(r));
+    sl_table_set_int(t, 3, (int64_t)m->vocab_size);
+    sl_table_set_string(t, 4, sl_log_dist_name(m->dist));
+    rc = sl_table_write(t, stdout, fmt);
+    sl_table_free(t);
+    sl_log_close(r);
+    return rc;
+}
 
 int sl_cmd_measure(int argc, char **argv)
 {
@@ -228,36 +251,12 @@ int sl_cmd_measure(int argc, char **argv)
     if (optind < argc) return sl_fail(SL_EINPUT, "unexpected argument '%s'", argv[optind]);
     if (target || draft || prompts) {
         if (synthetic) return sl_fail(SL_EINPUT, "--synthetic cannot be combined with --target/--draft/--prompts");
-#ifdef SL_HAVE_ENGINE
         if (!target || !draft || !prompts) return sl_fail(SL_EINPUT, "give --target, --draft and --prompts together");
         if (N < 0) return sl_fail(SL_EINPUT, "--tokens is required");
         if (!out) return sl_fail(SL_EINPUT, "--out is required");
         meta.tokens_per_sequence = (uint64_t)N;
         rc = measure_models(target, draft, prompts, tokenizer, &meta, &wo, out);
-        if (rc) return rc;
-        sl_log_reader *r = NULL;
-        rc = sl_log_open(&r, out);
-        if (!rc) {
-            sl_table *t = sl_table_alloc("measure");
-            sl_table_add_col(t, "file", SL_COL_STRING, NULL);
-            sl_table_add_col(t, "sequences", SL_COL_INT, NULL);
-            sl_table_add_col(t, "positions", SL_COL_INT, NULL);
-            sl_table_add_col(t, "vocab_size", SL_COL_INT, NULL);
-            sl_table_add_row(t);
-            sl_table_set_string(t, 0, out);
-            sl_table_set_int(t, 1, (int64_t)sl_log_n_sequences(r));
-            sl_table_set_int(t, 2, (int64_t)sl_log_n_rows(r));
-            sl_table_set_int(t, 3, (int64_t)sl_log_meta_of(r)->vocab_size);
-            rc = sl_table_write(t, stdout, fmt);
-            sl_table_free(t);
-            sl_log_close(r);
-        }
-        return rc;
-#else
-        (void)tokenizer;
-        /* Model loading arrives with the engine (models/sl_model.h); sl_log_measure is ready for it. */
-        return sl_fail(SL_EFAIL, "measuring real models needs the inference engine (models/sl_model.h), not built yet");
-#endif
+        return rc ? rc : print_summary(out, fmt);
     }
     if (!synthetic) return sl_fail(SL_EINPUT, "give --synthetic FAMILY or --target/--draft/--prompts (see --help)");
     if (N < 0) return sl_fail(SL_EINPUT, "--tokens is required");
@@ -303,27 +302,7 @@ int sl_cmd_measure(int argc, char **argv)
         sl_log_prompts pr = {np, (const int32_t *const *)ptok, plen, NULL};
         rc = sl_log_measure(&lt, &ld, &pr, &meta, &wo, out, sl_cli_progress_enabled());
     }
-    if (!rc) {
-        sl_log_reader *r = NULL;
-        rc = sl_log_open(&r, out);
-        if (!rc) {
-            sl_table *t = sl_table_alloc("measure");
-            sl_table_add_col(t, "file", SL_COL_STRING, NULL);
-            sl_table_add_col(t, "sequences", SL_COL_INT, NULL);
-            sl_table_add_col(t, "positions", SL_COL_INT, NULL);
-            sl_table_add_col(t, "vocab_size", SL_COL_INT, NULL);
-            sl_table_add_col(t, "dist", SL_COL_STRING, NULL);
-            sl_table_add_row(t);
-            sl_table_set_string(t, 0, out);
-            sl_table_set_int(t, 1, (int64_t)sl_log_n_sequences(r));
-            sl_table_set_int(t, 2, (int64_t)sl_log_n_rows(r));
-            sl_table_set_int(t, 3, (int64_t)sp.V);
-            sl_table_set_string(t, 4, sl_log_dist_name(meta.dist));
-            rc = sl_table_write(t, stdout, fmt);
-            sl_table_free(t);
-            sl_log_close(r);
-        }
-    }
+    if (!rc) rc = print_summary(out, fmt);
     sl_synth_free(mt);
     sl_synth_free(md);
     for (size_t i = 0; ptok && i < np; i++) free(ptok[i]);
