@@ -222,6 +222,15 @@ static float *acts_alloc(const sl_train_config *c, int B, int T, sl_train_acts *
     return mem;
 }
 
+/* Points views[i] at consecutive slices of mem, sizes[i] floats each (NULL for empty ones). */
+static void split_tensors(float *mem, const size_t *sizes, float **views)
+{
+    for (int i = 0; i < SL_TP_N; i++) {
+        views[i] = sizes[i] ? mem : NULL;
+        mem += sizes[i];
+    }
+}
+
 sl_train_model *sl_train_model_alloc(const sl_train_config *cfg, int B, int T, int with_grads)
 {
     if (sl_train_config_check(cfg)) return NULL;
@@ -240,11 +249,7 @@ sl_train_model *sl_train_model_alloc(const sl_train_config *cfg, int B, int T, i
     m->n_params = sl_train_n_params(cfg);
     m->params_mem = sl_calloc(m->n_params, sizeof(float));
     if (!m->params_mem) goto fail;
-    float *p = m->params_mem;
-    for (int i = 0; i < SL_TP_N; i++) {
-        m->params[i] = m->param_sizes[i] ? p : NULL;
-        p += m->param_sizes[i];
-    }
+    split_tensors(m->params_mem, m->param_sizes, m->params);
     m->acts_mem = acts_alloc(cfg, B, T, &m->acts, 0);
     if (!m->acts_mem) goto fail;
     if (with_grads) {
@@ -252,11 +257,7 @@ sl_train_model *sl_train_model_alloc(const sl_train_config *cfg, int B, int T, i
         m->m = sl_calloc(m->n_params, sizeof(float));
         m->v = sl_calloc(m->n_params, sizeof(float));
         if (!m->grads_mem || !m->m || !m->v) goto fail;
-        float *g = m->grads_mem;
-        for (int i = 0; i < SL_TP_N; i++) {
-            m->grads[i] = m->param_sizes[i] ? g : NULL;
-            g += m->param_sizes[i];
-        }
+        split_tensors(m->grads_mem, m->param_sizes, m->grads);
         m->grad_acts_mem = acts_alloc(cfg, B, T, &m->grad_acts, 1);
         if (!m->grad_acts_mem) goto fail;
     }
