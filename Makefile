@@ -65,6 +65,8 @@ $(BUILD)/%.o: %.c
 SL_REVISION := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(BUILD)/revision 2>/dev/null)" = "$(SL_REVISION)" ] || echo "$(SL_REVISION)" > $(BUILD)/revision)
 $(BUILD)/analysis/sl_log.o: CFLAGS += -DSL_SOURCE_REVISION='"$(SL_REVISION)"'
+# The AVX-512 build of the matmul (sl_kern_mm.h): used only where the CPU has it (sl_kern_select).
+$(BUILD)/models/sl_kern_wide.o: CFLAGS += -mavx512f
 $(BUILD)/analysis/sl_log.o: $(BUILD)/revision
 
 $(LIB): $(LIB_OBJ)

@@ -1,11 +1,12 @@
 /*
- * sl_kern.c: multi-token matmul streaming each weight row once (AVX2/FMA/F16C). See sl_kern.h.
+ * sl_kern.c: the engine's kernels (AVX2/FMA/F16C) and the choice between the two builds of the
+ * multi-token matmul (sl_kern_mm.h). See sl_kern.h.
  */
 #include "sl_kern.h"
 
 #include <immintrin.h>
-#include <omp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 float sl_f16_to_f32(uint16_t h)
@@ -62,157 +63,49 @@ void sl_kern_from_f32(void *dst, const float *src, sl_dtype dt, size_t n)
     }
 }
 
-/* Eight weights from element k of a row, as float32. */
-static inline __attribute__((always_inline)) __m256 load8(const unsigned char *row, size_t k, sl_dtype dt)
+#define SL_KERN_BLOCK block8
+#define SL_KERN_TMAX 3
+#define SL_KERN_NAME(f) f##_avx2
+#include "sl_kern_mm.h"
+
+/* The variant in use; chosen at the first call (a racing first call picks the same one). */
+static int kern_isa = SL_KERN_AUTO;
+
+static int cpu_has_wide(void)
 {
-    if (dt == SL_DT_F32) return _mm256_loadu_ps((const float *)(const void *)(row + 4 * k));
-    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(row + 2 * k));
-    if (dt == SL_DT_F16) return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f");
 }
 
-static inline __attribute__((always_inline)) float load1(const unsigned char *row, size_t k, sl_dtype dt)
+sl_kern_isa sl_kern_select(sl_kern_isa isa)
 {
-    if (dt == SL_DT_F32) {
-        float f;
-        memcpy(&f, row + 4 * k, 4);
-        return f;
+    if (isa == SL_KERN_AUTO) {
+        const char *e = getenv("SL_KERN_ISA");
+        isa = e && strcmp(e, "avx2") == 0 ? SL_KERN_AVX2 : SL_KERN_WIDE;
     }
-    uint16_t h;
-    memcpy(&h, row + 2 * k, 2);
-    return dt == SL_DT_F16 ? sl_f16_to_f32(h) : sl_bf16_to_f32(h);
+    if (isa == SL_KERN_WIDE && !cpu_has_wide()) isa = SL_KERN_AVX2;
+    __atomic_store_n(&kern_isa, (int)isa, __ATOMIC_RELAXED);
+    return isa;
 }
 
-/* The fixed horizontal sum: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)). */
-static inline __attribute__((always_inline)) float hsum8(__m256 v)
+const char *sl_kern_isa_name(void)
 {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+    int isa = __atomic_load_n(&kern_isa, __ATOMIC_RELAXED);
+    if (isa == SL_KERN_AUTO) isa = (int)sl_kern_select(SL_KERN_AUTO);
+    return isa == SL_KERN_WIDE ? "avx512 (16-lane registers, passes of <= 8 tokens)" : "avx2 (passes of <= 3 tokens)";
 }
-
-/* Software-prefetch distance. At n = 1 it changes nothing measurable; at n = 3..5 on the 2-core
- * machine 4 KiB ahead brought t(n)/t(1) on a 300 MB matrix from 1.14-1.29 to 1.00-1.14 (shorter
- * distances, 0.5-2 KiB, helped less). */
-#define SL_KERN_PREFETCH 4096
-
-/* One output row o for T tokens (starting at token t0), T in {1, 2, 3}. Every output is summed in
- * one fixed order, whatever T, the token count or the thread count: four 8-lane accumulators
- * take the 32-element blocks of the row in turn (accumulator j gets elements 32b + 8j .. +7);
- * the last one to three full 8-element groups go to accumulators 0, 1, 2; then
- * (a0 + a1) + (a2 + a3), the fixed horizontal sum, the scalar tail, the bias. So scoring n tokens
- * in one call gives the bits of n single-token calls.
- * The row is read as one sequential stream (4 x 32 bytes per step for f32): on a two-core VM
- * this reads ~25% faster than interleaving four rows, whose four streams the hardware prefetcher
- * follows less well (tests/bench/bench_engine.c measures the kernel against cblas_sgemv). The
- * 4T accumulators and a weight vector fit in the 16 ymm registers; inputs are loaded from L1.
- * Software prefetch: see SL_KERN_PREFETCH. */
-static inline __attribute__((always_inline)) void block(float *y, const float *x, const unsigned char *row,
-                                                         sl_dtype dt, const float *bias, size_t in, size_t out,
-                                                         size_t o, size_t t0, int T, int add)
-{
-    const size_t k32 = in & ~(size_t)31, k8 = in & ~(size_t)7;
-    __m256 acc[3][4];
-#pragma GCC unroll 3
-    for (int t = 0; t < T; t++)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) acc[t][j] = _mm256_setzero_ps();
-    const size_t esz = sl_dtype_size(dt);
-    for (size_t k = 0; k < k32; k += 32) {
-        /* The lines SL_KERN_PREFETCH bytes ahead (into the next rows at a row's end; a prefetch
-         * past the matrix never faults): with several tokens the core computes long enough per
-         * line that the hardware prefetcher alone leaves memory idle. */
-        _mm_prefetch((const char *)row + k * esz + SL_KERN_PREFETCH, _MM_HINT_T0);
-        if (esz == 4) _mm_prefetch((const char *)row + k * esz + SL_KERN_PREFETCH + 64, _MM_HINT_T0);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            const __m256 w = load8(row, k + 8 * (size_t)j, dt);
-#pragma GCC unroll 3
-            for (int t = 0; t < T; t++)
-                acc[t][j] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + (t0 + t) * in + k + 8 * (size_t)j), acc[t][j]);
-        }
-    }
-    for (size_t k = k32, j = 0; k < k8; k += 8, j++) {
-        const __m256 w = load8(row, k, dt);
-#pragma GCC unroll 3
-        for (int t = 0; t < T; t++) acc[t][j] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + (t0 + t) * in + k), acc[t][j]);
-    }
-#pragma GCC unroll 3
-    for (int t = 0; t < T; t++) {
-        float s = hsum8(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3])));
-        const float *xt = x + (t0 + t) * in;
-        for (size_t k = k8; k < in; k++) s += load1(row, k, dt) * xt[k];
-        if (bias) s += bias[o];
-        if (add) y[(t0 + t) * out + o] += s;
-        else y[(t0 + t) * out + o] = s;
-    }
-}
-
-/* All n tokens for row o: blocks of three tokens, then two or one. */
-static inline __attribute__((always_inline)) void rows(float *y, const float *x, const unsigned char *W,
-                                                        sl_dtype dt, const float *bias, size_t n, size_t in,
-                                                        size_t out, size_t o, int add)
-{
-    const unsigned char *row = W + o * in * sl_dtype_size(dt);
-    size_t t = 0;
-    for (; t + 3 <= n; t += 3) block(y, x, row, dt, bias, in, out, o, t, 3, add);
-    if (n - t == 2) block(y, x, row, dt, bias, in, out, o, t, 2, add);
-    else if (n - t == 1) block(y, x, row, dt, bias, in, out, o, t, 1, add);
-}
-
-/* Unit u: four consecutive rows (or the last few) of one matrix, all tokens. */
-static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, const size_t *first, const float *x,
-                                                        size_t n, size_t in, long u, sl_dtype dt)
-{
-    size_t i = 0;
-    while ((size_t)u >= first[i + 1]) i++;
-    const size_t o = ((size_t)u - first[i]) * 4, out = mm[i].out, end = o + 4 < out ? o + 4 : out;
-    for (size_t r = o; r < end; r++) rows(mm[i].y, x, mm[i].w, dt, mm[i].bias, n, in, out, r, mm[i].add);
-}
-
-/* One function per dtype, with the dtype a literal inside the OpenMP region, so that the weight
- * conversion is resolved at compile time in the outlined loop body. The work is cut into units of
- * four rows of one matrix (a matrix whose row count is not a multiple of four ends with a shorter
- * unit); each output is computed in the same order whichever unit or thread has it. Called
- * inside a parallel region (the model's forward pass), the units are work-shared among that
- * team; otherwise the call opens a region of its own. */
-#define SL_KERN_DEFINE_MATMUL(NAME, DT)                                                                         \
-    static void NAME(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in)                   \
-    {                                                                                                           \
-        size_t first[SL_KERN_MAX_MULTI + 1], work = 0;                                                          \
-        first[0] = 0;                                                                                           \
-        for (size_t i = 0; i < count; i++) {                                                                    \
-            first[i + 1] = first[i] + (mm[i].out + 3) / 4;                                                      \
-            work += mm[i].out * in;                                                                             \
-        }                                                                                                       \
-        const long units = (long)first[count];                                                                 \
-        const int par = work >= (1u << 20); /* below ~0.2 ms: not worth waking threads */                    \
-        if (omp_in_parallel()) {                                                                                \
-            _Pragma("omp for schedule(static)")                                                                 \
-            for (long u = 0; u < units; u++) unit(mm, first, x, n, in, u, DT);                                  \
-        } else {                                                                                                \
-            _Pragma("omp parallel for schedule(static) if (par)")                                               \
-            for (long u = 0; u < units; u++) unit(mm, first, x, n, in, u, DT);                                  \
-        }                                                                                                       \
-    }
-SL_KERN_DEFINE_MATMUL(matmul_f32, SL_DT_F32)
-SL_KERN_DEFINE_MATMUL(matmul_f16, SL_DT_F16)
-SL_KERN_DEFINE_MATMUL(matmul_bf16, SL_DT_BF16)
 
 void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in)
 {
+    int isa = __atomic_load_n(&kern_isa, __ATOMIC_RELAXED);
+    if (isa == SL_KERN_AUTO) isa = (int)sl_kern_select(SL_KERN_AUTO);
     /* All matrices of one call share a dtype (checked by the caller); mixed calls are split. */
     size_t i = 0;
     while (i < count) {
         size_t j = i + 1;
         while (j < count && j - i < SL_KERN_MAX_MULTI && mm[j].dt == mm[i].dt) j++;
-        switch (mm[i].dt) {
-        case SL_DT_F32: matmul_f32(mm + i, j - i, x, n, in); break;
-        case SL_DT_F16: matmul_f16(mm + i, j - i, x, n, in); break;
-        case SL_DT_BF16: matmul_bf16(mm + i, j - i, x, n, in); break;
-        case SL_DT_I32: break; /* never a weight: sl_model_open refuses it */
-        }
+        if (isa == SL_KERN_WIDE) sl_kern_mm_run_wide(mm + i, j - i, x, n, in);
+        else sl_kern_mm_run_avx2(mm + i, j - i, x, n, in);
         i = j;
     }
 }

@@ -3,14 +3,19 @@
  *
  * The one that matters is sl_kern_matmul, y(n, out) = x(n, in) · W(out, in)^T (+ bias): decoding
  * one token (n = 1) and verifying gamma+1 tokens (n <= 16) are both bound by reading W from memory,
- * so the kernel reads each weight row from memory once for all n tokens: rows are taken four at a
- * time, and the tokens in passes of three over those rows while they sit in L1/L2 (4 rows x 3
- * tokens = 12 AVX2 accumulators). f16 and bf16 weights are converted to float32 in registers as
- * they are loaded (F16C / shift), so they are used in place from the mapping at half the bytes.
+ * so the kernel reads each weight row from memory once for all n tokens: each row is streamed
+ * sequentially with four 8-lane accumulators per token, the tokens in passes over the row while it
+ * sits in L1. Two builds (sl_kern_mm.h), chosen at run time (sl_kern_select): AVX2, at most 3
+ * tokens per pass (16 ymm registers); AVX-512 where the CPU has it, the same accumulators held in
+ * 16-lane registers, at most 8 tokens per pass (half the loads and multiply-add instructions of
+ * AVX2 for the same work). Rows longer than fit L1 with the pass's inputs are taken in chunks
+ * across four rows at a time. f16 and bf16 weights are converted to float32 in registers as they
+ * are loaded (F16C / shift), so they are used in place from the mapping at half the bytes. Inputs
+ * should be 64-byte aligned (sl_malloc_aligned) for speed; any alignment is correct.
  *
  * Determinism: each output y[t][o] is computed by one thread, in one fixed order (8-lane partial
  * sums over k, a fixed horizontal sum, then the scalar tail, then the bias), whatever n, the token
- * pass it falls in, and the thread count. So results do not depend on OMP_NUM_THREADS, and a token
+ * pass it falls in, the chunking, the thread count and the build. So results do not depend on OMP_NUM_THREADS, and a token
  * scored in a block of n gets bit-identical matmul outputs to the same token scored alone.
  */
 #ifndef SL_KERN_H
@@ -52,6 +57,17 @@ float sl_kern_dot(const float *a, const float *b, size_t n);
 void sl_kern_axpy(float *y, float a, const float *x, size_t n);
 void sl_kern_gelu(float *x, size_t n);
 void sl_kern_silu_mul(float *up, const float *gate, size_t n);
+
+/* Which build of the matmul runs. SL_KERN_AUTO: AVX-512 (F) where the CPU has it, unless the
+ * environment sets SL_KERN_ISA=avx2. Both builds give the same bits (tests/test_engine.c checks);
+ * they differ in speed for n >= 2. Asking for SL_KERN_WIDE on a CPU without AVX-512F gets AVX2.
+ * Returns the build now in use. Call it before computing, not concurrently with a matmul.
+ * The AVX-512 build is 1.4-2x the AVX2 build's speed at n = 4..8 when the weights are cached
+ * (multiply-add bound; measured ad hoc on the 2-core Zen 5 VM); tests/bench/bench_engine.c times
+ * t(n)/t(1) of both builds from memory, side by side. */
+typedef enum { SL_KERN_AUTO = -1, SL_KERN_AVX2 = 0, SL_KERN_WIDE = 1 } sl_kern_isa;
+sl_kern_isa sl_kern_select(sl_kern_isa isa);
+const char *sl_kern_isa_name(void); /* the build in use, in words */
 
 /* Converts n elements of dtype dt at src (possibly unaligned) to float32. */
 void sl_kern_to_f32(float *dst, const void *src, sl_dtype dt, size_t n);

@@ -350,14 +350,14 @@ int sl_model_ctx_alloc(const sl_model *m, size_t max_len, sl_model_ctx **out)
     c->team = matrix_bytes >= ((size_t)16 << 20);
     c->k_cache = sl_calloc(g->n_layer * max_len * m->kv_dim, sizeof(float));
     c->v_cache = sl_calloc(g->n_layer * max_len * m->kv_dim, sizeof(float));
-    c->x = sl_malloc(B * d * sizeof(float));
-    c->xn = sl_malloc(B * d * sizeof(float));
-    c->q = sl_malloc(B * qd * sizeof(float));
-    c->att = sl_malloc(B * qd * sizeof(float));
-    c->proj = sl_malloc(B * d * sizeof(float));
-    c->ff = sl_malloc(2 * B * g->d_ff * sizeof(float));
+    c->x = sl_malloc_aligned(B * d * sizeof(float));
+    c->xn = sl_malloc_aligned(B * d * sizeof(float));
+    c->q = sl_malloc_aligned(B * qd * sizeof(float));
+    c->att = sl_malloc_aligned(B * qd * sizeof(float));
+    c->proj = sl_malloc_aligned(B * d * sizeof(float));
+    c->ff = sl_malloc_aligned(2 * B * g->d_ff * sizeof(float));
     c->scores = sl_malloc(B * g->n_head * max_len * sizeof(float));
-    c->logits = sl_malloc(B * g->vocab_size * sizeof(float));
+    c->logits = sl_malloc_aligned(B * g->vocab_size * sizeof(float));
     int ok = c->k_cache && c->v_cache && c->x && c->xn && c->q && c->att && c->proj && c->ff && c->scores &&
              c->logits;
     if (ok && m->arch == SL_ARCH_LLAMA) {

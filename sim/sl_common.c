@@ -36,6 +36,14 @@ void *sl_malloc(size_t bytes)
     return p;
 }
 
+void *sl_malloc_aligned(size_t bytes)
+{
+    const size_t rounded = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p) sl_fail(SL_EFAIL, "out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
 void *sl_calloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);

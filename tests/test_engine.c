@@ -62,16 +62,16 @@ static double kern_tol(const float *x, const float *w32, size_t in, size_t t, si
 Test(engine, kernel_matches_naive_all_dtypes_and_shapes)
 {
     gsl_rng *r = sl_rng_alloc(1, SL_STREAM_DATA, 0);
-    const size_t ins[] = {1, 7, 8, 9, 33, 64, 257};
+    const size_t ins[] = {1, 7, 8, 9, 33, 64, 257, 1100, 2085}; /* the last two in chunks at n >= 6, 3 */
     const size_t outs[] = {1, 3, 4, 5, 17, 64};
     for (int dt = 0; dt < 3; dt++)
         for (size_t a = 0; a < sizeof ins / sizeof *ins; a++)
             for (size_t b = 0; b < sizeof outs / sizeof *outs; b++)
-                for (size_t n = 1; n <= SL_KERN_NMAX; n += (n < 6 ? 1 : 5)) {
+                for (size_t n = 1; n <= SL_KERN_NMAX; n++) {
                     size_t in = ins[a], out = outs[b];
                     float *x = malloc(n * in * 4), *w32 = malloc(out * in * 4), *bias = malloc(out * 4);
                     void *w = malloc(out * in * 4);
-                    float *y = malloc(n * out * 4);
+                    float *y = malloc(n * out * 4), *y2 = malloc(n * out * 4);
                     double *ref = malloc(n * out * 8);
                     for (size_t i = 0; i < n * in; i++) x[i] = frand(r);
                     for (size_t i = 0; i < out * in; i++) w32[i] = frand(r);
@@ -79,14 +79,22 @@ Test(engine, kernel_matches_naive_all_dtypes_and_shapes)
                     sl_kern_from_f32(w, w32, (sl_dtype)dt, out * in);
                     sl_kern_to_f32(w32, w, (sl_dtype)dt, out * in); /* the values actually stored */
                     const float *bb = (b % 2) ? bias : NULL;
+                    /* Both builds of the kernel (passes of <= 3 and <= 6 tokens) give the same bits. */
+                    sl_kern_select(SL_KERN_AVX2);
                     sl_kern_matmul(y, x, w, (sl_dtype)dt, bb, n, in, out);
+                    if (sl_kern_select(SL_KERN_WIDE) == SL_KERN_WIDE) {
+                        sl_kern_matmul(y2, x, w, (sl_dtype)dt, bb, n, in, out);
+                        cr_assert(memcmp(y, y2, n * out * 4) == 0, "dt %d n %zu in %zu out %zu: builds differ", dt,
+                                  n, in, out);
+                    }
+                    sl_kern_select(SL_KERN_AUTO);
                     naive_matmul(ref, x, w32, bb, n, in, out);
                     for (size_t t = 0; t < n; t++)
                         for (size_t o = 0; o < out; o++)
                             cr_assert_leq(fabs(y[t * out + o] - ref[t * out + o]), kern_tol(x, w32, in, t, o),
                                           "dt %d n %zu in %zu out %zu: y[%zu][%zu] = %g, naive %g", dt, n, in, out, t,
                                           o, y[t * out + o], ref[t * out + o]);
-                    free(x), free(w32), free(bias), free(w), free(y), free(ref);
+                    free(x), free(w32), free(bias), free(w), free(y), free(y2), free(ref);
                 }
     gsl_rng_free(r);
 }

@@ -114,18 +114,28 @@ static size_t weight_bytes_per_token(const sl_model *m)
 
 /* Best-of-REPS time of scoring n tokens at position PREFILL, for n = 1..nmax into t[1..nmax]. The
  * repetitions go round all n in turn, so that each n meets the same quiet and busy spells of a
- * shared machine (measuring n = 1 nine times, then n = 2, ... skews the ratios t(n)/t(1)). */
-static void time_forward(sl_model_ctx *c, const int32_t *tokens, size_t nmax, float *logits, double *t)
+ * shared machine (measuring n = 1 nine times, then n = 2, ... skews the ratios t(n)/t(1)).
+ * With t_avx2 (on a CPU with AVX-512), each forward pass is followed by the same pass with the
+ * AVX2 build of the matmul (sl_kern_select), times into t_avx2[1..nmax]: the two builds side by
+ * side in the same moments. */
+static void time_forward(sl_model_ctx *c, const int32_t *tokens, size_t nmax, float *logits, double *t,
+                         double *t_avx2)
 {
-    double v[SL_KERN_NMAX + 1][REPS];
+    double v[2][SL_KERN_NMAX + 1][REPS];
+    const int builds = t_avx2 ? 2 : 1;
     for (int r = 0; r < REPS; r++)
-        for (size_t n = 1; n <= nmax; n++) {
-            double t0 = sl_now_s();
-            sl_model_forward(c, tokens, n, logits);
-            v[n][r] = sl_now_s() - t0;
-            sl_model_truncate(c, PREFILL);
-        }
-    for (size_t n = 1; n <= nmax; n++) t[n] = best_of(v[n], REPS);
+        for (size_t n = 1; n <= nmax; n++)
+            for (int b = 0; b < builds; b++) {
+                if (builds == 2) sl_kern_select(b ? SL_KERN_AVX2 : SL_KERN_AUTO);
+                double t0 = sl_now_s();
+                sl_model_forward(c, tokens, n, logits);
+                v[b][n][r] = sl_now_s() - t0;
+                sl_model_truncate(c, PREFILL);
+            }
+    sl_kern_select(SL_KERN_AUTO);
+    for (size_t n = 1; n <= nmax; n++) t[n] = best_of(v[0][n], REPS);
+    if (t_avx2)
+        for (size_t n = 1; n <= nmax; n++) t_avx2[n] = best_of(v[1][n], REPS);
 }
 
 /* The roofline and the decode measured in alternation: IREPS pairs of (one STREAM-like pass over a
@@ -158,6 +168,52 @@ static roofline interleaved(sl_model_ctx *c, const int32_t *tokens, float *logit
     qsort(ratio, IREPS, sizeof *ratio, cmp_double);
     o.ratio_median = ratio[IREPS / 2];
     return o;
+}
+
+/* Multiply-add throughput in FLOP/s of every OpenMP thread running 12 independent chains of
+ * 256-bit (wide = 0) or 512-bit (wide = 1) FMAs from registers, best of 3 runs of ~0.1 s. */
+#define FMA_CHAINS(V, FMA)                                                                                        \
+    do {                                                                                                          \
+        for (long i = 0; i < iters; i++) {                                                                        \
+            _Pragma("GCC unroll 12") for (int j = 0; j < 12; j++) a[j] = FMA(a[j], m, c);                          \
+        }                                                                                                         \
+    } while (0)
+__attribute__((target("avx512f"))) static float fma_chains512(long iters)
+{
+    __m512 a[12], m = _mm512_set1_ps(0.9999999f), c = _mm512_set1_ps(1e-7f);
+    for (int j = 0; j < 12; j++) a[j] = _mm512_set1_ps((float)j);
+    FMA_CHAINS(__m512, _mm512_fmadd_ps);
+    float s = 0;
+    for (int j = 0; j < 12; j++) s += _mm512_reduce_add_ps(a[j]);
+    return s;
+}
+
+static float fma_chains256(long iters)
+{
+    __m256 a[12], m = _mm256_set1_ps(0.9999999f), c = _mm256_set1_ps(1e-7f);
+    for (int j = 0; j < 12; j++) a[j] = _mm256_set1_ps((float)j);
+    FMA_CHAINS(__m256, _mm256_fmadd_ps);
+    float s = 0, f[8];
+    for (int j = 0; j < 12; j++) {
+        _mm256_storeu_ps(f, a[j]);
+        for (int k = 0; k < 8; k++) s += f[k];
+    }
+    return s;
+}
+
+static double fma_peak(int wide)
+{
+    const long iters = 2000000;
+    double best = 0, sink = 0;
+    for (int r = 0; r < 3; r++) {
+        double t0 = sl_now_s();
+#pragma omp parallel reduction(+ : sink)
+        sink += wide ? fma_chains512(iters) : fma_chains256(iters);
+        double f = (double)omp_get_max_threads() * iters * 12 * (wide ? 32 : 16) / (sl_now_s() - t0);
+        if (f > best) best = f;
+    }
+    if (sink == 42) puts("");
+    return best;
 }
 
 /* The model's weight matrices as (W, in, out) triples, for the sgemm comparison. */
@@ -223,11 +279,13 @@ static int bench_model(const char *path, const char *label, double bw)
         sl_model_truncate(c, PREFILL);
     }
     const size_t wb = weight_bytes_per_token(m);
-    double t[SL_KERN_NMAX + 1];
-    time_forward(c, tokens, SL_KERN_NMAX, logits, t);
+    double t[SL_KERN_NMAX + 1], ta[SL_KERN_NMAX + 1];
+    const int two_builds = sl_kern_select(SL_KERN_AUTO) == SL_KERN_WIDE;
+    const double peak_flops = fma_peak(two_builds);
+    time_forward(c, tokens, SL_KERN_NMAX, logits, t, two_builds ? ta : NULL);
     c->team = 0;
     double t1r[2];
-    time_forward(c, tokens, 1, logits, t1r);
+    time_forward(c, tokens, 1, logits, t1r, NULL);
     const double t1_regions = t1r[1];
     c->team = 1;
     printf("\n[%s] %s: %.1f M parameters, weights read per token %.1f MB, context %d (at position %d)\n", label,
@@ -243,7 +301,8 @@ static int bench_model(const char *path, const char *label, double bw)
     double tk[SL_KERN_NMAX + 1] = {0}, tb[SL_KERN_NMAX + 1] = {0};
     if (f32) {
         const size_t xin = m->cfg.d_ff > m->cfg.d_model ? m->cfg.d_ff : m->cfg.d_model;
-        float *x = malloc(SL_KERN_NMAX * xin * sizeof(float)), *y = malloc(SL_KERN_NMAX * V * sizeof(float));
+        float *x = aligned_alloc(64, SL_KERN_NMAX * xin * sizeof(float)); /* as the engine's buffers: 64-byte aligned */
+        float *y = aligned_alloc(64, (SL_KERN_NMAX * V * sizeof(float) + 63) & ~(size_t)63);
         for (size_t i = 0; i < SL_KERN_NMAX * xin; i++) x[i] = (float)(i % 13) * 0.01f;
         /* Three rounds of (all of ours, a pause, all of OpenBLAS's), best over the rounds: each
          * library's idle threads spin for a while after a call, so calls are not interleaved one
@@ -265,13 +324,24 @@ static int bench_model(const char *path, const char *label, double bw)
         free(y);
     }
     printf("%3s %10s %8s", "n", "t(n) ms", "t(n)/t1");
+    if (two_builds) printf(" %13s", "avx2 t(n)/t1");
+    printf(" %13s", "floor(n)/t1");
     if (f32) printf(" %14s %14s %14s %9s", "kern-only ms", "kern t(n)/t1", "sgemm ms", "sgemm/t1");
     printf("   (target t(n)/t(1) <= 1.5 for n <= 5, aim 1.3)\n");
     for (size_t n = 1; n <= SL_KERN_NMAX; n++) {
         printf("%3zu %10.2f %8.3f", n, t[n] * 1e3, t[n] / t[1]);
+        if (two_builds) printf(" %13.3f", ta[n] / ta[1]);
+        /* The least t(n) can be: reading the weights at the measured bandwidth, or the
+         * multiply-adds at the measured peak, whichever is longer; over the measured t(1). */
+        const double flops = 2.0 * (double)n * (double)wb / (f32 ? 4.0 : 2.0);
+        const double floor_s = (double)wb / bw > flops / peak_flops ? (double)wb / bw : flops / peak_flops;
+        printf(" %13.3f", floor_s / t[1]);
         if (f32) printf(" %14.2f %14.3f %14.2f %9.3f", tk[n] * 1e3, tk[n] / tk[1], tb[n] * 1e3, tb[n] / tb[1]);
         printf("\n");
     }
+    printf("(floor(n) = max(weight bytes / STREAM bandwidth, 2 n params / FMA peak) with the FMA peak measured\n"
+           " at %.0f GFLOP/s on all threads%s)\n",
+           peak_flops / 1e9, two_builds ? "; avx2 t(n)/t1: the AVX2 build of the matmul timed in alternation with the default build" : "");
     if (f32)
         printf("(sgemm/t1 is OpenBLAS sgemm over the same %zu matrices, divided by its own sgemv time at n = 1;\n"
                " at n = 1 OpenBLAS sgemv takes %.2f ms vs our kernel %.2f ms)\n",
@@ -326,7 +396,7 @@ static double stream_in_child(void)
     pid_t pid = fork();
     if (pid == 0) {
         double b = stream_read_bandwidth();
-        printf("(%d OpenMP threads)\n", omp_get_max_threads());
+        printf("(%d OpenMP threads; matmul build: %s)\n", omp_get_max_threads(), sl_kern_isa_name());
         fflush(stdout);
         _exit(write(fd[1], &b, sizeof b) == sizeof b ? 0 : 1);
     }

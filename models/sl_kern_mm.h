@@ -1,0 +1,297 @@
+/*
+ * sl_kern_mm.h: the body of the multi-token matmul (see sl_kern.h), written once and compiled
+ * twice: by sl_kern.c for AVX2, and by sl_kern_wide.c with AVX-512 enabled; sl_kern.c picks one
+ * at run time. Both compute every output with the same multiply-adds on the same lanes in the
+ * same order, so they give the same bits:
+ *  - block8 (AVX2): four 8-lane accumulators per token in 16 ymm registers, so a pass over a
+ *    weight row takes at most 3 tokens (12 accumulators + a weight vector);
+ *  - block16 (AVX-512): the same four 8-lane accumulators held as two 16-lane ones (a0|a1, a2|a3),
+ *    so one 512-bit load and multiply-add do the work of two 256-bit ones, and 32 registers hold
+ *    the accumulators of 8 tokens: verification of up to 8 tokens reads each row in one pass.
+ * Before including the template part, define SL_KERN_BLOCK (block8 or block16), SL_KERN_TMAX
+ * (its tokens per pass) and SL_KERN_NAME(f) (appends the build's suffix). Internal to the
+ * kernel; nothing else includes it.
+ */
+#include <immintrin.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "sl_kern.h"
+
+#ifndef SL_KERN_MM_HELPERS
+#define SL_KERN_MM_HELPERS
+
+/* Eight weights from element k of a row, as float32. */
+static inline __attribute__((always_inline)) __m256 load8(const unsigned char *row, size_t k, sl_dtype dt)
+{
+    if (dt == SL_DT_F32) return _mm256_loadu_ps((const float *)(const void *)(row + 4 * k));
+    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(row + 2 * k));
+    if (dt == SL_DT_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static inline __attribute__((always_inline)) float load1(const unsigned char *row, size_t k, sl_dtype dt)
+{
+    if (dt == SL_DT_F32) {
+        float f;
+        memcpy(&f, row + 4 * k, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, row + 2 * k, 2);
+    return dt == SL_DT_F16 ? sl_f16_to_f32(h) : sl_bf16_to_f32(h);
+}
+
+/* The fixed horizontal sum: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)). */
+static inline __attribute__((always_inline)) float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Software-prefetch distance. At n = 1 it changes nothing measurable; at n = 3..5 on the 2-core
+ * machine 4 KiB ahead brought t(n)/t(1) on a 300 MB matrix from 1.14-1.29 to 1.00-1.14 (shorter
+ * distances, 0.5-2 KiB, helped less). The lines that far ahead are fetched at every 32 elements
+ * (into the next rows at a row's end; a prefetch past the matrix never faults): with several
+ * tokens the core computes long enough per line that the hardware prefetcher alone leaves
+ * memory idle. */
+#define SL_KERN_PREFETCH 4096
+
+static inline __attribute__((always_inline)) void prefetch_ahead(const unsigned char *pf, size_t k, sl_dtype dt)
+{
+    const size_t esz = dt == SL_DT_F32 ? 4 : 2; /* a literal: dt is one in each instance */
+    _mm_prefetch((const char *)pf + k * esz, _MM_HINT_T0);
+    if (esz == 4) _mm_prefetch((const char *)pf + k * esz + 64, _MM_HINT_T0);
+}
+
+/* The part of a row one block call works on: elements [k0, k1), multiples of 32 with
+ * k1 <= in & ~31. A call that starts at 0 starts from zero accumulators, one that ends at in & ~31
+ * finishes the outputs; otherwise the accumulators are carried in carry (T x 32 floats, 64-byte
+ * aligned) to the next call on the row, with calls for other rows in between (see unit()). pf is
+ * the address prefetched at element k0 (advanced with k). */
+typedef struct {
+    size_t k0, k1;
+    float *carry;             /* (T, 32) */
+    const unsigned char *pf;
+} span;
+
+/* The end of one output: the four 8-lane accumulators take the last one to three full 8-element
+ * groups (accumulators 0, 1, 2), then (a0 + a1) + (a2 + a3), the fixed horizontal sum, the scalar
+ * tail, the bias. */
+static inline __attribute__((always_inline)) void finish(float *y, const float *xt, const unsigned char *row,
+                                                          sl_dtype dt, const float *bias, size_t in, size_t o,
+                                                          __m256 a[4], int add)
+{
+    const size_t k32 = in & ~(size_t)31, k8 = in & ~(size_t)7;
+    for (size_t k = k32, j = 0; k < k8; k += 8, j++) a[j] = _mm256_fmadd_ps(load8(row, k, dt), _mm256_loadu_ps(xt + k), a[j]);
+    float s = hsum8(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+    for (size_t k = k8; k < in; k++) s += load1(row, k, dt) * xt[k];
+    if (bias) s += bias[o];
+    if (add) *y += s;
+    else *y = s;
+}
+
+/* One output row o for T tokens (starting at token t0), 1 <= T <= 3. Every output is summed in
+ * one fixed order, whatever T, the token count, the thread count or the build: four 8-lane
+ * accumulators take the 32-element blocks of the row in turn (accumulator j gets elements
+ * 32b + 8j .. +7), then finish(). So scoring n tokens in one call gives the bits of n single-token
+ * calls. The row is read as one sequential stream (4 x 32 bytes per step for f32): on a two-core
+ * VM this reads ~25% faster than interleaving four rows, whose four streams the hardware
+ * prefetcher follows less well; sharing each input load between two rows (fewer loads per
+ * multiply-add) was slower for the same reason. Inputs are loaded from L1. */
+static inline __attribute__((always_inline)) void block8(float *y, const float *x, const unsigned char *row,
+                                                          sl_dtype dt, const float *bias, size_t in, size_t out,
+                                                          size_t o, size_t t0, int T, int add, span sp)
+{
+    const size_t k32 = in & ~(size_t)31;
+    __m256 acc[3][4];
+#pragma GCC unroll 3
+    for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) acc[t][j] = sp.k0 ? _mm256_load_ps(sp.carry + 32 * t + 8 * j) : _mm256_setzero_ps();
+    for (size_t k = sp.k0; k < sp.k1; k += 32) {
+        prefetch_ahead(sp.pf, k - sp.k0, dt);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const __m256 w = load8(row, k + 8 * (size_t)j, dt);
+#pragma GCC unroll 3
+            for (int t = 0; t < T; t++)
+                acc[t][j] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + (t0 + t) * in + k + 8 * (size_t)j), acc[t][j]);
+        }
+    }
+    if (sp.k1 < k32) {
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) _mm256_store_ps(sp.carry + 32 * t + 8 * j, acc[t][j]);
+        return;
+    }
+#pragma GCC unroll 3
+    for (int t = 0; t < T; t++) finish(y + (t0 + t) * out + o, x + (t0 + t) * in, row, dt, bias, in, o, acc[t], add);
+}
+
+#ifdef __AVX512F__
+/* Sixteen weights from element k of a row, as float32. */
+static inline __attribute__((always_inline)) __m512 load16(const unsigned char *row, size_t k, sl_dtype dt)
+{
+    if (dt == SL_DT_F32) return _mm512_loadu_ps((const float *)(const void *)(row + 4 * k));
+    __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * k));
+    if (dt == SL_DT_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* block8's sums with 16-lane registers, 1 <= T <= 8: acc[t][0] holds accumulators 0 and 1
+ * (elements 32b .. 32b + 15), acc[t][1] holds 2 and 3, each lane getting the same multiply-adds
+ * in the same order as in block8; the halves are split off for finish(). */
+static inline __attribute__((always_inline)) void block16(float *y, const float *x, const unsigned char *row,
+                                                           sl_dtype dt, const float *bias, size_t in, size_t out,
+                                                           size_t o, size_t t0, int T, int add, span sp)
+{
+    const size_t k32 = in & ~(size_t)31;
+    __m512 acc[8][2];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) acc[t][h] = sp.k0 ? _mm512_load_ps(sp.carry + 32 * t + 16 * h) : _mm512_setzero_ps();
+    for (size_t k = sp.k0; k < sp.k1; k += 32) {
+        prefetch_ahead(sp.pf, k - sp.k0, dt);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512 w = load16(row, k + 16 * (size_t)h, dt);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+                acc[t][h] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + (t0 + t) * in + k + 16 * (size_t)h), acc[t][h]);
+        }
+    }
+    if (sp.k1 < k32) {
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) _mm512_store_ps(sp.carry + 32 * t + 16 * h, acc[t][h]);
+        return;
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) {
+        __m256 a[4] = {_mm512_castps512_ps256(acc[t][0]),
+                       _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[t][0]), 1)),
+                       _mm512_castps512_ps256(acc[t][1]),
+                       _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[t][1]), 1))};
+        finish(y + (t0 + t) * out + o, x + (t0 + t) * in, row, dt, bias, in, o, a, add);
+    }
+}
+#endif
+
+void sl_kern_mm_run_avx2(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in);
+void sl_kern_mm_run_wide(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in);
+
+#endif /* SL_KERN_MM_HELPERS */
+
+/* One pass of T tokens (from t0) over one span of row o: T a literal in each case, so that each
+ * pass size gets its own unrolled code. */
+static inline __attribute__((always_inline)) void pass(float *y, const float *x, const unsigned char *row,
+                                                       sl_dtype dt, const float *bias, size_t in, size_t out,
+                                                       size_t o, size_t t0, int T, int add, span sp)
+{
+#define SL_KERN_CASE(TT)                                                                                          \
+    case TT: SL_KERN_BLOCK(y, x, row, dt, bias, in, out, o, t0, TT, add, sp); break;
+    switch (T) {
+        SL_KERN_CASE(1)
+        SL_KERN_CASE(2)
+        SL_KERN_CASE(3)
+#if SL_KERN_TMAX >= 8
+        SL_KERN_CASE(4)
+        SL_KERN_CASE(5)
+        SL_KERN_CASE(6)
+        SL_KERN_CASE(7)
+        SL_KERN_CASE(8)
+#endif
+    default: break; /* T <= SL_KERN_TMAX by construction */
+    }
+#undef SL_KERN_CASE
+}
+
+/* Elements per chunk when a pass's inputs are large: the inputs of 8 tokens over 512 elements
+ * are 16 KiB, so they stay in L1 while the chunk is applied to every row of a unit. Passes whose
+ * inputs fit in SL_KERN_WHOLE_BYTES read each row whole. */
+#define SL_KERN_CHUNK 1024
+#define SL_KERN_WHOLE_BYTES (24 * 1024)
+
+/* Unit u: rows o .. end - 1 (four, or the last few) of one matrix, all n tokens, in
+ * ceil(n / SL_KERN_TMAX) passes of balanced size (n = 4 with AVX2 is 2 + 2, not 3 + 1: a pass of
+ * one token has only four accumulator chains and waits on the FMA latency). A pass whose inputs
+ * fit in SL_KERN_WHOLE_BYTES reads each row whole. Larger inputs would not stay in L1 from one row
+ * to the next (5 tokens of a 3072-wide row are 60 KiB), so such a pass goes chunk by chunk, applying a chunk to
+ * all rows of the unit before the next, and carries the accumulators between chunks: the same
+ * multiply-adds in the same order, so the same bits. The prefetch then runs over the next unit's
+ * rows at the rate this unit is consumed. */
+static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, const size_t *first, const float *x,
+                                                        size_t n, size_t in, long u, sl_dtype dt)
+{
+    size_t i = 0;
+    while ((size_t)u >= first[i + 1]) i++;
+    const size_t o = ((size_t)u - first[i]) * 4, out = mm[i].out, end = o + 4 < out ? o + 4 : out;
+    const size_t esz = dt == SL_DT_F32 ? 4 : 2, stride = in * esz, k32 = in & ~(size_t)31;
+    const unsigned char *W = mm[i].w;
+    const size_t passes = (n + SL_KERN_TMAX - 1) / SL_KERN_TMAX, base = n / passes, extra = n % passes;
+    float carry[4][SL_KERN_TMAX * 32] __attribute__((aligned(64))); /* (row in unit, token, 32 lanes) */
+    for (size_t p = 0, t = 0; p < passes; t += base + (p < extra), p++) {
+        const int T = (int)(base + (p < extra));
+        if ((size_t)T * in * sizeof(float) <= SL_KERN_WHOLE_BYTES || k32 <= SL_KERN_CHUNK) {
+            for (size_t r = o; r < end; r++) {
+                const span sp = {0, k32, NULL, W + r * stride + SL_KERN_PREFETCH};
+                pass(mm[i].y, x, W + r * stride, dt, mm[i].bias, in, out, r, t, T, mm[i].add, sp);
+            }
+            continue;
+        }
+
+        for (size_t k0 = 0, done = 0; k0 < k32; k0 += SL_KERN_CHUNK) {
+            const size_t k1 = k0 + SL_KERN_CHUNK < k32 ? k0 + SL_KERN_CHUNK : k32;
+            for (size_t r = o; r < end; r++, done += k1 - k0) {
+                const span sp = {k0, k1, carry[r - o], W + r * stride + k1 * esz};
+                pass(mm[i].y, x, W + r * stride, dt, mm[i].bias, in, out, r, t, T, mm[i].add, sp);
+            }
+        }
+    }
+}
+
+/* One function per dtype, with the dtype a literal inside the OpenMP region, so that the weight
+ * conversion is resolved at compile time in the outlined loop body. The work is cut into units of
+ * four rows of one matrix (a matrix whose row count is not a multiple of four ends with a shorter
+ * unit); each output is computed in the same order whichever unit or thread has it. Called
+ * inside a parallel region (the model's forward pass), the units are work-shared among that
+ * team; otherwise the call opens a region of its own. */
+#define SL_KERN_DEFINE_MATMUL(NAME, DT)                                                                         \
+    static void NAME(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in)                   \
+    {                                                                                                           \
+        size_t first[SL_KERN_MAX_MULTI + 1], work = 0;                                                          \
+        first[0] = 0;                                                                                           \
+        for (size_t i = 0; i < count; i++) {                                                                    \
+            first[i + 1] = first[i] + (mm[i].out + 3) / 4;                                                      \
+            work += mm[i].out * in;                                                                             \
+        }                                                                                                       \
+        const long units = (long)first[count];                                                                 \
+        const int par = work >= (1u << 20); /* below ~0.2 ms: not worth waking threads */                    \
+        if (omp_in_parallel()) {                                                                                \
+            _Pragma("omp for schedule(static)")                                                                 \
+            for (long u = 0; u < units; u++) unit(mm, first, x, n, in, u, DT);                                  \
+        } else {                                                                                                \
+            _Pragma("omp parallel for schedule(static) if (par)")                                               \
+            for (long u = 0; u < units; u++) unit(mm, first, x, n, in, u, DT);                                  \
+        }                                                                                                       \
+    }
+SL_KERN_DEFINE_MATMUL(matmul_f32, SL_DT_F32)
+SL_KERN_DEFINE_MATMUL(matmul_f16, SL_DT_F16)
+SL_KERN_DEFINE_MATMUL(matmul_bf16, SL_DT_BF16)
+
+void SL_KERN_NAME(sl_kern_mm_run)(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in)
+{
+    switch (mm[0].dt) {
+    case SL_DT_F32: matmul_f32(mm, count, x, n, in); break;
+    case SL_DT_F16: matmul_f16(mm, count, x, n, in); break;
+    case SL_DT_BF16: matmul_bf16(mm, count, x, n, in); break;
+    case SL_DT_I32: break; /* never a weight: sl_model_open refuses it */
+    }
+}
