@@ -213,20 +213,21 @@ static inline __attribute__((always_inline)) void pass(float *y, const float *x,
 #undef SL_KERN_CASE
 }
 
-/* Elements per chunk when a pass's inputs are large: the inputs of 8 tokens over 512 elements
- * are 16 KiB, so they stay in L1 while the chunk is applied to every row of a unit. Passes whose
- * inputs fit in SL_KERN_WHOLE_BYTES read each row whole. */
+/* Elements per chunk when a pass's inputs are large: the inputs of 5 tokens over 1024 elements
+ * are 20 KiB (8 tokens: 32 KiB), so they stay in L1 while the chunk is applied to every row of a
+ * unit (512 measured the same). Passes whose inputs fit in SL_KERN_WHOLE_BYTES read each row whole. */
 #define SL_KERN_CHUNK 1024
 #define SL_KERN_WHOLE_BYTES (24 * 1024)
 
 /* Unit u: rows o .. end - 1 (four, or the last few) of one matrix, all n tokens, in
  * ceil(n / SL_KERN_TMAX) passes of balanced size (n = 4 with AVX2 is 2 + 2, not 3 + 1: a pass of
  * one token has only four accumulator chains and waits on the FMA latency). A pass whose inputs
- * fit in SL_KERN_WHOLE_BYTES reads each row whole. Larger inputs would not stay in L1 from one row
- * to the next (5 tokens of a 3072-wide row are 60 KiB), so such a pass goes chunk by chunk, applying a chunk to
- * all rows of the unit before the next, and carries the accumulators between chunks: the same
- * multiply-adds in the same order, so the same bits. The prefetch then runs over the next unit's
- * rows at the rate this unit is consumed. */
+ * fit in SL_KERN_WHOLE_BYTES reads each row whole. Larger inputs would not stay in L1 from one
+ * row to the next (5 tokens of a 3072-wide row are 60 KiB), so such a pass goes chunk by chunk,
+ * applying a chunk to all rows of the unit before the next, and carries the accumulators between chunks: the same
+ * multiply-adds in the same order, so the same bits. The prefetch then fetches the row's next
+ * chunk (prefetching the next unit's rows at the rate this one is consumed was no faster in an
+ * ad-hoc in-cache test). */
 static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, const size_t *first, const float *x,
                                                         size_t n, size_t in, long u, sl_dtype dt)
 {
@@ -246,10 +247,9 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
             }
             continue;
         }
-
-        for (size_t k0 = 0, done = 0; k0 < k32; k0 += SL_KERN_CHUNK) {
+        for (size_t k0 = 0; k0 < k32; k0 += SL_KERN_CHUNK) {
             const size_t k1 = k0 + SL_KERN_CHUNK < k32 ? k0 + SL_KERN_CHUNK : k32;
-            for (size_t r = o; r < end; r++, done += k1 - k0) {
+            for (size_t r = o; r < end; r++) {
                 const span sp = {k0, k1, carry[r - o], W + r * stride + k1 * esz};
                 pass(mm[i].y, x, W + r * stride, dt, mm[i].bias, in, out, r, t, T, mm[i].add, sp);
             }
