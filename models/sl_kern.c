@@ -88,17 +88,21 @@ sl_kern_isa sl_kern_select(sl_kern_isa isa)
     return isa;
 }
 
-const char *sl_kern_isa_name(void)
+/* The build in use, chosen now if no call has chosen it yet. */
+static int current_isa(void)
 {
     int isa = __atomic_load_n(&kern_isa, __ATOMIC_RELAXED);
-    if (isa == SL_KERN_AUTO) isa = (int)sl_kern_select(SL_KERN_AUTO);
-    return isa == SL_KERN_WIDE ? "avx512 (16-lane registers, passes of <= 8 tokens)" : "avx2 (passes of <= 3 tokens)";
+    return isa == SL_KERN_AUTO ? (int)sl_kern_select(SL_KERN_AUTO) : isa;
+}
+
+const char *sl_kern_isa_name(void)
+{
+    return current_isa() == SL_KERN_WIDE ? "avx512 (16-lane registers, passes of <= 8 tokens)" : "avx2 (passes of <= 3 tokens)";
 }
 
 void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in)
 {
-    int isa = __atomic_load_n(&kern_isa, __ATOMIC_RELAXED);
-    if (isa == SL_KERN_AUTO) isa = (int)sl_kern_select(SL_KERN_AUTO);
+    const int isa = current_isa();
     /* All matrices of one call share a dtype (checked by the caller); mixed calls are split. */
     size_t i = 0;
     while (i < count) {

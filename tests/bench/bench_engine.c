@@ -172,7 +172,7 @@ static roofline interleaved(sl_model_ctx *c, const int32_t *tokens, float *logit
 
 /* Multiply-add throughput in FLOP/s of every OpenMP thread running 12 independent chains of
  * 256-bit (wide = 0) or 512-bit (wide = 1) FMAs from registers, best of 3 runs of ~0.1 s. */
-#define FMA_CHAINS(V, FMA)                                                                                        \
+#define FMA_CHAINS(FMA)                                                                                        \
     do {                                                                                                          \
         for (long i = 0; i < iters; i++) {                                                                        \
             _Pragma("GCC unroll 12") for (int j = 0; j < 12; j++) a[j] = FMA(a[j], m, c);                          \
@@ -182,7 +182,7 @@ __attribute__((target("avx512f"))) static float fma_chains512(long iters)
 {
     __m512 a[12], m = _mm512_set1_ps(0.9999999f), c = _mm512_set1_ps(1e-7f);
     for (int j = 0; j < 12; j++) a[j] = _mm512_set1_ps((float)j);
-    FMA_CHAINS(__m512, _mm512_fmadd_ps);
+    FMA_CHAINS(_mm512_fmadd_ps);
     float s = 0;
     for (int j = 0; j < 12; j++) s += _mm512_reduce_add_ps(a[j]);
     return s;
@@ -192,7 +192,7 @@ static float fma_chains256(long iters)
 {
     __m256 a[12], m = _mm256_set1_ps(0.9999999f), c = _mm256_set1_ps(1e-7f);
     for (int j = 0; j < 12; j++) a[j] = _mm256_set1_ps((float)j);
-    FMA_CHAINS(__m256, _mm256_fmadd_ps);
+    FMA_CHAINS(_mm256_fmadd_ps);
     float s = 0, f[8];
     for (int j = 0; j < 12; j++) {
         _mm256_storeu_ps(f, a[j]);
@@ -301,8 +301,8 @@ static int bench_model(const char *path, const char *label, double bw)
     double tk[SL_KERN_NMAX + 1] = {0}, tb[SL_KERN_NMAX + 1] = {0};
     if (f32) {
         const size_t xin = m->cfg.d_ff > m->cfg.d_model ? m->cfg.d_ff : m->cfg.d_model;
-        float *x = aligned_alloc(64, SL_KERN_NMAX * xin * sizeof(float)); /* as the engine's buffers: 64-byte aligned */
-        float *y = aligned_alloc(64, (SL_KERN_NMAX * V * sizeof(float) + 63) & ~(size_t)63);
+        /* 64-byte aligned, as the engine's buffers */
+        float *x = sl_malloc_aligned(SL_KERN_NMAX * xin * sizeof(float)), *y = sl_malloc_aligned(SL_KERN_NMAX * V * sizeof(float));
         for (size_t i = 0; i < SL_KERN_NMAX * xin; i++) x[i] = (float)(i % 13) * 0.01f;
         /* Three rounds of (all of ours, a pause, all of OpenBLAS's), best over the rounds: each
          * library's idle threads spin for a while after a call, so calls are not interleaved one
