@@ -29,7 +29,7 @@ endif
 
 CFLAGS ?=
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp $(OPT) $(INC) $(PKG_CFLAGS)
-LDLIBS = $(PKG_LIBS) -lgomp -lpthread -lm
+LDLIBS = $(PKG_LIBS) -lgomp -lpthread -lm -ldl
 LDFLAGS += -fopenmp $(LDSAN)
 
 LIB_SRC = $(sort $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))

@@ -132,41 +132,15 @@ char *sl_train_config_json(const sl_train_config *c)
 
 /* ---- allocation ---- */
 
-static void param_sizes(const sl_train_config *c, size_t *s)
-{
-    size_t V = (size_t)c->vocab_size, C = (size_t)c->d_model, L = (size_t)c->n_layer, F = (size_t)c->d_ff;
-    s[SL_TP_WTE] = V * C;
-    s[SL_TP_WPE] = (size_t)c->max_seq_len * C;
-    s[SL_TP_LN1W] = L * C;
-    s[SL_TP_LN1B] = L * C;
-    s[SL_TP_QKVW] = L * 3 * C * C;
-    s[SL_TP_QKVB] = L * 3 * C;
-    s[SL_TP_ATTPROJW] = L * C * C;
-    s[SL_TP_ATTPROJB] = L * C;
-    s[SL_TP_LN2W] = L * C;
-    s[SL_TP_LN2B] = L * C;
-    s[SL_TP_FCW] = L * F * C;
-    s[SL_TP_FCB] = L * F;
-    s[SL_TP_FCPROJW] = L * C * F;
-    s[SL_TP_FCPROJB] = L * C;
-    s[SL_TP_LNFW] = C;
-    s[SL_TP_LNFB] = C;
-    s[SL_TP_LMHEAD] = c->tied_embeddings ? 0 : V * C;
-}
 
 size_t sl_train_n_params(const sl_train_config *cfg)
 {
     size_t s[SL_TP_N], n = 0;
-    param_sizes(cfg, s);
+    sl_train_param_sizes(cfg, s);
     for (int i = 0; i < SL_TP_N; i++) n += s[i];
     return n;
 }
 
-int sl_train_tensor_decays(int t)
-{
-    return t == SL_TP_WTE || t == SL_TP_WPE || t == SL_TP_QKVW || t == SL_TP_ATTPROJW || t == SL_TP_FCW ||
-           t == SL_TP_FCPROJW || t == SL_TP_LMHEAD;
-}
 
 static void act_sizes(const sl_train_config *c, int B, int T, size_t *s)
 {
@@ -245,7 +219,7 @@ sl_train_model *sl_train_model_alloc(const sl_train_config *cfg, int B, int T, i
     m->cfg = *cfg;
     m->B = B;
     m->T = T;
-    param_sizes(cfg, m->param_sizes);
+    sl_train_param_sizes(cfg, m->param_sizes);
     m->n_params = sl_train_n_params(cfg);
     m->params_mem = sl_calloc(m->n_params, sizeof(float));
     if (!m->params_mem) goto fail;

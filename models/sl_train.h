@@ -24,16 +24,7 @@
 
 #include <gsl/gsl_rng.h>
 
-typedef struct {
-    int vocab_size;
-    int n_layer;
-    int n_head;
-    int d_model;
-    int d_ff;
-    int max_seq_len;
-    float norm_eps;      /* LayerNorm epsilon; default 1e-5 */
-    int tied_embeddings; /* 1: logits use tok_emb; 0: a separate lm_head; default 1 */
-} sl_train_config;
+#include "sl_train_types.h"
 
 /* Parses {"n_layer", "n_head", "d_model", "d_ff", "max_seq_len", "vocab_size"[, "norm_eps",
  * "tied_embeddings", "n_kv_head"]} with json-c and checks it (SL_EINPUT naming the field). */
@@ -45,32 +36,7 @@ char *sl_train_config_json(const sl_train_config *cfg);
 struct json_object;
 struct json_object *sl_train_json_double(double x);
 
-/* Parameter tensors, in memory order. Per-layer tensors are stacked over layers: (L, ...). */
-enum sl_train_tensor {
-    SL_TP_WTE,      /* (V, C)      tok_emb.weight */
-    SL_TP_WPE,      /* (maxT, C)   pos_emb.weight */
-    SL_TP_LN1W,     /* (L, C)      layers.i.attn_norm.weight */
-    SL_TP_LN1B,     /* (L, C) */
-    SL_TP_QKVW,     /* (L, 3C, C)  layers.i.attn.{q,k,v}.weight, concatenated by rows */
-    SL_TP_QKVB,     /* (L, 3C) */
-    SL_TP_ATTPROJW, /* (L, C, C)   layers.i.attn.o.weight */
-    SL_TP_ATTPROJB, /* (L, C) */
-    SL_TP_LN2W,     /* (L, C)      layers.i.mlp_norm.weight */
-    SL_TP_LN2B,     /* (L, C) */
-    SL_TP_FCW,      /* (L, F, C)   layers.i.mlp.up.weight */
-    SL_TP_FCB,      /* (L, F) */
-    SL_TP_FCPROJW,  /* (L, C, F)   layers.i.mlp.down.weight */
-    SL_TP_FCPROJB,  /* (L, C) */
-    SL_TP_LNFW,     /* (C)         final_norm.weight */
-    SL_TP_LNFB,     /* (C) */
-    SL_TP_LMHEAD,   /* (V, C)      lm_head.weight; size 0 when embeddings are tied */
-    SL_TP_N
-};
 
-/* AdamW decays exactly the matrices (embeddings, q/k/v/o, up/down, lm_head), never LayerNorm
- * weights or biases, as GPT-2/nanoGPT do: decaying a gain towards 0 or a bias towards 0 is not a
- * useful prior, while shrinking matrices limits their norm. */
-int sl_train_tensor_decays(int tensor);
 
 /* Activations of one forward pass, kept for the backward pass. L = n_layer, F = d_ff. */
 typedef struct {
@@ -130,11 +96,6 @@ void sl_train_init(sl_train_model *m, uint64_t seed);
  * T <= max_seq_len); leaves logits in m->acts.logits (B, T, V). */
 void sl_train_forward(sl_train_model *m, const int *inputs, int B, int T);
 
-enum sl_train_objective {
-    SL_OBJ_CE = 0, /* cross-entropy against the next token */
-    SL_OBJ_KL = 1, /* KL(p_teacher || q_student) */
-    SL_OBJ_TV = 2, /* total variation 1 - sum_x min(p(x), q(x)) = 1 - beta */
-};
 const char *sl_train_objective_name(int obj);
 
 /* Loss of the logits of the last forward pass, averaged over the B*T positions. targets (B, T) for
@@ -156,20 +117,6 @@ void sl_train_backward(sl_train_model *m, const int *inputs, int B, int T);
 double sl_train_grad_norm(const sl_train_model *m);
 void sl_train_scale_grads(sl_train_model *m, float s);
 
-typedef struct {
-    uint64_t steps;      /* total optimiser steps (0: evaluate and export the starting weights) */
-    int batch;           /* sequences per micro-batch */
-    int seq;             /* tokens per sequence */
-    int accum;           /* micro-batches per step (gradient accumulation) */
-    double lr;           /* peak learning rate */
-    double min_lr_frac;  /* the cosine decays to lr * min_lr_frac */
-    uint64_t warmup;     /* linear warm-up steps */
-    double weight_decay; /* decoupled, on matrices only */
-    double beta1, beta2, eps;
-    double clip;         /* global gradient-norm clip; 0 = off */
-    uint64_t seed;
-    int objective;       /* enum sl_train_objective */
-} sl_train_hparams;
 void sl_train_hparams_default(sl_train_hparams *h);
 
 /* Learning rate for step (0-based): lr*(step+1)/warmup for step < warmup, then

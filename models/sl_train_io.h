@@ -69,6 +69,7 @@ typedef struct {
     volatile sig_atomic_t *interrupted; /* set by a signal handler: checkpoint and stop */
     FILE *out;             /* log rows go here too (stdout), or NULL */
     int progress;          /* a progress line on stderr (when it is a terminal) */
+    const char *backend;   /* NULL or "cpu": sl_train.c; "cuda", "cuda-emu": sl_train_gpu.h */
 } sl_train_run_opts;
 
 /* The whole run: read data, resume from DIR/checkpoint.bin if present, train, log, checkpoint,

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "sl_common.h"
+#include "sl_train_gpu.h"
 #include "sl_train_io.h"
 
 #define LOG_HEADER "step,tokens,lr,train_loss,grad_norm,val_ce,val_bits_per_token,val_kl,val_tv,wall_s,tokens_per_s\n"
@@ -37,7 +38,7 @@ static void add_hex(struct json_object *o, const char *key, uint64_t h)
 }
 
 static char *identity_json(const sl_train_run_opts *o, const sl_train_config *cfg, const sl_train_tokens *train,
-                           const sl_train_model *teacher, const sl_train_model *init)
+                           const sl_train_model *teacher, const sl_train_model *init, const sl_train_gpu_api *gpu)
 {
     const sl_train_hparams *h = &o->h;
     struct json_object *j = json_object_new_object();
@@ -62,6 +63,9 @@ static char *identity_json(const sl_train_run_opts *o, const sl_train_config *cf
     add_hex(j, "train_hash", fnv_bytes(train->ids, train->n_tokens * sizeof(int32_t)));
     if (teacher) add_hex(j, "teacher_hash", fnv_bytes(teacher->params_mem, teacher->n_params * sizeof(float)));
     if (init) add_hex(j, "init_hash", fnv_bytes(init->params_mem, init->n_params * sizeof(float)));
+    /* Only a GPU run names its backend, so CPU checkpoints keep their identity; a run is never
+     * resumed on another backend (the bits would differ from an uninterrupted run). */
+    if (gpu) json_object_object_add(j, "backend", json_object_new_string(gpu->name));
     char *s = strdup(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
     json_object_put(j);
     return s;
@@ -116,25 +120,123 @@ static int check_writable(const char *path)
     return SL_OK;
 }
 
+/* A model on its backend: the CPU computes on the host model m itself; a GPU backend keeps the
+ * training state on the device, and m receives it (sync_host) before checkpoints and export. */
+typedef struct {
+    sl_train_model *m;
+    const sl_train_gpu_api *gpu; /* NULL: the CPU backend */
+    sl_gpu_model *g;
+} runner;
+
+static int gpu_fail(const runner *x)
+{
+    return sl_fail(SL_EFAIL, "--backend %s: %s", x->gpu->name, x->gpu->error());
+}
+
+static int r_forward(runner *x, const int *inputs, int B, int T)
+{
+    if (!x->gpu) {
+        sl_train_forward(x->m, inputs, B, T);
+        return SL_OK;
+    }
+    return x->gpu->forward(x->g, inputs, B, T) ? gpu_fail(x) : SL_OK;
+}
+
+static int r_loss(runner *x, int objective, const int *targets, runner *teacher, int B, int T, float scale, double *out)
+{
+    if (!x->gpu) {
+        *out = sl_train_loss(x->m, objective, targets, teacher ? teacher->m->acts.logits : NULL, B, T, scale);
+        return SL_OK;
+    }
+    *out = x->gpu->loss(x->g, objective, targets, teacher ? teacher->g : NULL, B, T, scale);
+    return isnan(*out) && x->gpu->error()[0] ? gpu_fail(x) : SL_OK;
+}
+
+static int r_backward(runner *x, const int *inputs, int B, int T)
+{
+    if (!x->gpu) {
+        sl_train_backward(x->m, inputs, B, T);
+        return SL_OK;
+    }
+    return x->gpu->backward(x->g, inputs, B, T) ? gpu_fail(x) : SL_OK;
+}
+
+static int r_zero_grad(runner *x)
+{
+    if (!x->gpu) {
+        sl_train_zero_grad(x->m);
+        return SL_OK;
+    }
+    return x->gpu->zero_grad(x->g) ? gpu_fail(x) : SL_OK;
+}
+
+static double r_grad_norm(runner *x) { return x->gpu ? x->gpu->grad_norm(x->g) : sl_train_grad_norm(x->m); }
+
+static int r_scale_grads(runner *x, float s)
+{
+    if (!x->gpu) {
+        sl_train_scale_grads(x->m, s);
+        return SL_OK;
+    }
+    return x->gpu->scale_grads(x->g, s) ? gpu_fail(x) : SL_OK;
+}
+
+static int r_adamw(runner *x, const sl_train_hparams *h, double lr, uint64_t t)
+{
+    if (!x->gpu) {
+        sl_train_adamw(x->m, h, lr, t);
+        return SL_OK;
+    }
+    return x->gpu->adamw(x->g, h, lr, t) ? gpu_fail(x) : SL_OK;
+}
+
+/* Brings the device's parameters (and AdamW moments) into the host model. */
+static int r_sync_host(runner *x)
+{
+    if (!x->gpu) return SL_OK;
+    return x->gpu->get_state(x->g, x->m->params_mem, x->m->m, x->m->v) ? gpu_fail(x) : SL_OK;
+}
+
+/* A device copy of host model m (parameters and moments) on backend gpu; SL_OK for the CPU. */
+static int r_open(runner *x, const sl_train_gpu_api *gpu, sl_train_model *m, int B, int T, int with_grads)
+{
+    x->m = m;
+    x->gpu = gpu;
+    x->g = NULL;
+    if (!gpu) return SL_OK;
+    if (!(x->g = gpu->create(&m->cfg, B, T, with_grads))) return gpu_fail(x);
+    return gpu->set_state(x->g, m->params_mem, with_grads ? m->m : NULL, with_grads ? m->v : NULL) ? gpu_fail(x) : SL_OK;
+}
+
+static void r_close(runner *x)
+{
+    if (x->gpu && x->g) x->gpu->destroy(x->g);
+    x->g = NULL;
+}
+
 typedef struct {
     double ce, kl, tv;
 } eval_result;
 
-static eval_result evaluate(sl_train_model *m, sl_train_model *teacher, const sl_train_tokens *valid, int B, int T,
-                            int nb, int *inputs, int *targets)
+static int evaluate(runner *m, runner *teacher, const sl_train_tokens *valid, int B, int T, int nb, int *inputs,
+                    int *targets, eval_result *r)
 {
-    eval_result r = {0, 0, 0};
+    int rc;
+    double l;
+    *r = (eval_result){0, 0, 0};
     for (int k = 0; k < nb; k++) {
         sl_train_tokens_eval_batch(valid, k, nb, B, T, inputs, targets);
-        sl_train_forward(m, inputs, B, T);
-        r.ce += sl_train_loss(m, SL_OBJ_CE, targets, NULL, B, T, 0.0f) / nb;
+        if ((rc = r_forward(m, inputs, B, T)) || (rc = r_loss(m, SL_OBJ_CE, targets, NULL, B, T, 0.0f, &l))) return rc;
+        r->ce += l / nb;
         if (teacher) {
-            sl_train_forward(teacher, inputs, B, T);
-            r.kl += sl_train_loss(m, SL_OBJ_KL, NULL, teacher->acts.logits, B, T, 0.0f) / nb;
-            r.tv += sl_train_loss(m, SL_OBJ_TV, NULL, teacher->acts.logits, B, T, 0.0f) / nb;
+            if ((rc = r_forward(teacher, inputs, B, T))) return rc;
+            if ((rc = r_loss(m, SL_OBJ_KL, NULL, teacher, B, T, 0.0f, &l))) return rc;
+            r->kl += l / nb;
+            if ((rc = r_loss(m, SL_OBJ_TV, NULL, teacher, B, T, 0.0f, &l))) return rc;
+            r->tv += l / nb;
         }
     }
-    return r;
+    return SL_OK;
 }
 
 static int append(char **log, const char *row)
@@ -167,6 +269,9 @@ int sl_train_run(const sl_train_run_opts *o)
     int *inputs = NULL, *targets = NULL;
     gsl_rng *r = NULL;
     sl_train_ckpt_state st = {0};
+    const sl_train_gpu_api *gpu = NULL;
+    runner rm = {0}, rt = {0};
+    char gpu_info[256] = "";
 
     if (o->init_path) {
         /* The starting weights define the architecture; a --config given too must agree. */
@@ -191,6 +296,9 @@ int sl_train_run(const sl_train_run_opts *o)
                      o->teacher_path ? "does not take" : "needs");
         goto done;
     }
+    if (o->backend && strcmp(o->backend, "cpu") != 0 &&
+        (rc = sl_train_gpu_open(o->backend, &gpu, gpu_info, sizeof gpu_info)))
+        goto done;
     if ((rc = sl_train_tokens_read(o->train_path, &train))) goto done;
     if ((rc = sl_train_tokens_read(o->valid_path, &valid))) goto done;
     const sl_train_tokens *tfs[2] = {train, valid};
@@ -253,7 +361,7 @@ int sl_train_run(const sl_train_run_opts *o)
     }
     if (init) memcpy(m->params_mem, init->params_mem, m->n_params * sizeof(float));
     else sl_train_init(m, h->seed);
-    st.identity = identity_json(o, &cfg, train, teacher, init);
+    st.identity = identity_json(o, &cfg, train, teacher, init, gpu);
     if (ckpt_path && access(ckpt_path, F_OK) == 0) {
         if ((rc = sl_train_ckpt_load(ckpt_path, m, &st))) goto done;
         if (st.step > h->steps) {
@@ -275,6 +383,9 @@ int sl_train_run(const sl_train_run_opts *o)
         rc = SL_EFAIL;
         goto done;
     }
+    if ((rc = r_open(&rm, gpu, m, B, T, 1))) goto done;
+    if (teacher && (rc = r_open(&rt, gpu, teacher, B, T, 0))) goto done;
+    if (gpu && o->out) fprintf(stderr, "backend %s: %s\n", gpu->name, gpu_info);
     uint64_t eval_every = o->eval_every ? o->eval_every : h->steps;
     uint64_t ckpt_every = o->ckpt_every ? o->ckpt_every : eval_every;
     int eval_batches = o->eval_batches > 0 ? o->eval_batches : 8;
@@ -283,25 +394,27 @@ int sl_train_run(const sl_train_run_opts *o)
     eval_result ev = {NAN, NAN, NAN};
     while (st.step < h->steps) {
         uint64_t step = st.step;
-        sl_train_zero_grad(m);
+        if ((rc = r_zero_grad(&rm))) goto done;
         double loss = 0;
         for (int mb = 0; mb < h->accum; mb++) {
+            double l;
             sl_train_tokens_batch(train, h->seed, step, mb, h->accum, B, T, inputs, targets, r);
-            sl_train_forward(m, inputs, B, T);
-            if (teacher) sl_train_forward(teacher, inputs, B, T);
-            loss += sl_train_loss(m, h->objective, targets, teacher ? teacher->acts.logits : NULL, B, T,
-                                  1.0f / (float)h->accum) / h->accum;
-            sl_train_backward(m, inputs, B, T);
+            if ((rc = r_forward(&rm, inputs, B, T))) goto done;
+            if (teacher && (rc = r_forward(&rt, inputs, B, T))) goto done;
+            if ((rc = r_loss(&rm, h->objective, targets, teacher ? &rt : NULL, B, T, 1.0f / (float)h->accum, &l)))
+                goto done;
+            loss += l / h->accum;
+            if ((rc = r_backward(&rm, inputs, B, T))) goto done;
         }
-        double gn = sl_train_grad_norm(m);
+        double gn = r_grad_norm(&rm);
         if (!isfinite(loss) || !isfinite(gn)) {
             rc = sl_fail(SL_EFAIL, "loss or gradient became non-finite at step %llu (learning rate too high?); "
                          "the last checkpoint is intact", (unsigned long long)step);
             goto done;
         }
-        if (h->clip > 0 && gn > h->clip) sl_train_scale_grads(m, (float)(h->clip / gn));
+        if (h->clip > 0 && gn > h->clip && (rc = r_scale_grads(&rm, (float)(h->clip / gn)))) goto done;
         double lr = sl_train_lr(h, step);
-        sl_train_adamw(m, h, lr, step + 1);
+        if ((rc = r_adamw(&rm, h, lr, step + 1))) goto done;
         st.step = step + 1;
         st.tokens_seen += (uint64_t)B * T * h->accum;
         st.loss_sum += loss;
@@ -318,7 +431,7 @@ int sl_train_run(const sl_train_run_opts *o)
         }
         int stop = (o->stop_at && st.step >= o->stop_at) || (o->interrupted && *o->interrupted);
         if (st.step % eval_every == 0 || last) {
-            ev = evaluate(m, teacher, valid, B, T, eval_batches, inputs, targets);
+            if ((rc = evaluate(&rm, teacher ? &rt : NULL, valid, B, T, eval_batches, inputs, targets, &ev))) goto done;
             char row[512], kl[32] = "", tv[32] = "";
             if (teacher) {
                 snprintf(kl, sizeof kl, "%.6f", ev.kl);
@@ -338,7 +451,7 @@ int sl_train_run(const sl_train_run_opts *o)
             if (o->log_path && (rc = write_log(o->log_path, st.log))) goto done;
         }
         if (ckpt_path && (st.step % ckpt_every == 0 || last || stop))
-            if ((rc = sl_train_ckpt_save(ckpt_path, m, &st))) goto done;
+            if ((rc = r_sync_host(&rm)) || (rc = sl_train_ckpt_save(ckpt_path, m, &st))) goto done;
         if (stop && !last) {
             if (o->interrupted && *o->interrupted)
                 rc = sl_fail(SL_EFAIL, "interrupted after step %llu%s; rerun the same command to resume",
@@ -349,7 +462,9 @@ int sl_train_run(const sl_train_run_opts *o)
             goto done;
         }
     }
-    if (isnan(ev.ce)) ev = evaluate(m, teacher, valid, B, T, eval_batches, inputs, targets);
+    if (isnan(ev.ce) && (rc = evaluate(&rm, teacher ? &rt : NULL, valid, B, T, eval_batches, inputs, targets, &ev)))
+        goto done;
+    if ((rc = r_sync_host(&rm))) goto done;
     if (h->steps == 0) {
         /* --steps 0 evaluates the starting weights (e.g. --init with a teacher: their TV to it). */
         char row[512], kl[32] = "", tv[32] = "";
@@ -376,7 +491,8 @@ int sl_train_run(const sl_train_run_opts *o)
         if (o->init_path) json_object_object_add(j, "init", json_object_new_string(o->init_path));
         json_object_object_add(j, "tokens_seen", json_object_new_int64((int64_t)st.tokens_seen));
         json_object_object_add(j, "wall_time_s", sl_train_json_double(round(st.wall_s * 10) / 10));
-        json_object_object_add(j, "threads", json_object_new_int(omp_get_max_threads()));
+        if (gpu) json_object_object_add(j, "device", json_object_new_string(gpu_info));
+        else json_object_object_add(j, "threads", json_object_new_int(omp_get_max_threads()));
         json_object_object_add(j, "n_params", json_object_new_int64((int64_t)m->n_params));
         json_object_object_add(j, "val_ce", sl_train_json_double(ev.ce));
         json_object_object_add(j, "val_bits_per_token", sl_train_json_double(ev.ce / M_LN2));
@@ -390,6 +506,8 @@ int sl_train_run(const sl_train_run_opts *o)
     }
 
 done:
+    r_close(&rm);
+    r_close(&rt);
     if (r) gsl_rng_free(r);
     free(inputs);
     free(targets);

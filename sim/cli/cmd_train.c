@@ -30,6 +30,7 @@ static void usage(FILE *f, int distill)
             "          [--weight-decay WD] [--beta1 B1] [--beta2 B2] [--clip G] [--seed S]\n"
             "          [--checkpoint DIR] [--ckpt-every N] [--eval-every N] [--eval-batches N] [--log FILE.csv]\n"
             "          [--dtype f32|f16] [--tokenizer FILE.json] [--init MODEL] [--threads N] [--stop-at STEP]\n"
+            "          [--backend cpu|cuda|cuda-emu]\n"
             "\n"
             "%s"
             "  --config      student architecture, e.g. '{\"n_layer\":6,\"n_head\":8,\"d_model\":256,\"d_ff\":1024,\n"
@@ -50,6 +51,9 @@ static void usage(FILE *f, int distill)
             "                with --steps 0 the run only evaluates them (distill: their KL and TV to the teacher)\n"
             "  --threads     OpenMP threads (default: all cores); results do not depend on it\n"
             "  --stop-at     stop after this step with a checkpoint and no export (to test resumption)\n"
+            "  --backend     cpu (default: OpenBLAS + OpenMP); cuda: the same model and optimiser on the first\n"
+            "                GPU (build/libsl_train_cuda.so from `make cuda`, or $SL_CUDA_LIB); cuda-emu: the\n"
+            "                CUDA code run on the CPU, for tests. Same seed, same backend, same GPU: same bits\n"
             "Interrupt (Ctrl-C, SIGTERM) finishes the current step, writes a checkpoint and exits 1.\n",
             distill ? "distill" : "train",
             distill ? "          --teacher TARGET.safetensors --objective kl|tv\n" : "",
@@ -64,7 +68,7 @@ int sl_train_cli(int argc, char **argv, int distill)
     enum {
         O_TRAIN = 1000, O_VALID, O_CONFIG, O_STEPS, O_BATCH, O_SEQ, O_ACCUM, O_LR, O_WARMUP, O_MINLR, O_WD, O_B1,
         O_B2, O_CLIP, O_SEED, O_CKPT, O_CKPT_EVERY, O_EVAL_EVERY, O_EVAL_BATCHES, O_LOG, O_OUT, O_DTYPE, O_TOK,
-        O_THREADS, O_STOP, O_TEACHER, O_OBJ, O_INIT, O_HELP
+        O_THREADS, O_STOP, O_TEACHER, O_OBJ, O_INIT, O_BACKEND, O_HELP
     };
     static const struct option opts[] = {
         {"train", 1, 0, O_TRAIN}, {"valid", 1, 0, O_VALID}, {"config", 1, 0, O_CONFIG}, {"steps", 1, 0, O_STEPS},
@@ -75,7 +79,7 @@ int sl_train_cli(int argc, char **argv, int distill)
         {"eval-batches", 1, 0, O_EVAL_BATCHES}, {"log", 1, 0, O_LOG}, {"out", 1, 0, O_OUT},
         {"dtype", 1, 0, O_DTYPE}, {"tokenizer", 1, 0, O_TOK}, {"threads", 1, 0, O_THREADS},
         {"stop-at", 1, 0, O_STOP}, {"teacher", 1, 0, O_TEACHER}, {"objective", 1, 0, O_OBJ}, {"init", 1, 0, O_INIT},
-        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"backend", 1, 0, O_BACKEND}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
     sl_train_run_opts o;
     memset(&o, 0, sizeof o);
     sl_train_hparams_default(&o.h);
@@ -98,6 +102,11 @@ int sl_train_cli(int argc, char **argv, int distill)
         case O_TOK: o.tokenizer_path = optarg; break;
         case O_TEACHER: o.teacher_path = optarg; break;
         case O_INIT: o.init_path = optarg; break;
+        case O_BACKEND:
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda") && strcmp(optarg, "cuda-emu"))
+                rc = sl_fail(SL_EINPUT, "--backend: '%s' is not cpu, cuda or cuda-emu", optarg);
+            else o.backend = optarg;
+            break;
         case O_STEPS:
             if (!(rc = sl_cli_long_in("--steps", optarg, 0, 1000000000L, &v))) o.h.steps = (uint64_t)v, have_steps = 1;
             break;
