@@ -46,7 +46,7 @@ LIB = $(BUILD)/libspeclab.a
 BIN = $(BUILD)/speclab
 TEST_BIN = $(BUILD)/test_speclab
 
-.PHONY: all deps test bench demo clean
+.PHONY: all deps test bench demo clean cuda
 all: $(BIN)
 
 deps:
@@ -95,6 +95,16 @@ bench: deps
 demo: deps
 	@$(MAKE) --no-print-directory $(BIN)
 	@SPECLAB=$(BIN) bash sim/demo.sh
+
+# The trainer's GPU backend (models/sl_train_gpu.h): the same source as the cuda-emu build in
+# libspeclab, compiled by nvcc into a library that `speclab train --backend cuda` loads from beside
+# the binary. Only where CUDA exists (nvcc and cuBLAS); nothing else depends on it.
+NVCC ?= nvcc
+NVCC_ARCH ?= native
+cuda: $(BUILD)/libsl_train_cuda.so
+$(BUILD)/libsl_train_cuda.so: models/sl_train_gpu.c models/sl_train_gpu.h models/sl_train_types.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -O3 -arch=$(NVCC_ARCH) -x cu -Imodels -Xcompiler -fPIC,-fvisibility=hidden -shared -o $@ $< -lcublas
 
 clean:
 	rm -rf $(BUILD)

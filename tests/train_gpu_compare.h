@@ -13,12 +13,14 @@
  *
  * Tolerances: the two backends sum in different orders (cuBLAS or one OpenBLAS call against
  * 128-row blocks, chunked column sums, fused multiply-adds on the GPU); with float32 and sums of
- * at most 120 terms the observed relative differences are ~1e-7 to 1e-6. AdamW divides each
- * gradient by its own running RMS, so an element whose gradient is nearly zero turns a 1e-6
- * difference into a visible one: after three steps the emulation is 1e-6 to 7e-6 off. The bounds
- * (logits and loss 1e-5, gradients and gradient norm 1e-4 and 1e-5, parameters after the steps
- * 1e-4) are far above that noise and far below what an indexing or formula mistake gives
- * (order-1 relative errors; a wrong AdamW step, lr 1e-2 on weights of ~0.05, is ~0.2).
+ * at most 120 terms the observed relative differences are ~1e-7 to 1e-6 (H100: logits 2e-7,
+ * gradients 1e-6). AdamW divides each gradient by its own running RMS: at the first step every
+ * element moves by lr * g / (|g| + eps), about +-lr whatever the gradient's size, so an element
+ * whose gradient is near eps = 1e-8 turns a 1e-6 relative difference into a visible one. After
+ * three steps the emulation is within 7e-6 of the CPU and the H100 within 3.7e-4 (it failed a first
+ * bound of 1e-4 there). The bounds (logits and loss 1e-5, gradients 1e-4, gradient norm 1e-5,
+ * parameters after the steps 1e-3) are above that noise and far below what an indexing or formula
+ * mistake gives (order-1 relative errors; a wrong AdamW step, lr 1e-2 on weights of ~0.05, ~0.2).
  */
 #ifndef TRAIN_GPU_COMPARE_H
 #define TRAIN_GPU_COMPARE_H
@@ -133,7 +135,7 @@ out:
 
 static int gpu_compare_ok(const gpu_cmp_result *r)
 {
-    return !r->failed_api && r->logits <= 1e-5 && r->loss <= 1e-5 && r->grads <= 1e-4 && r->params <= 1e-4 &&
+    return !r->failed_api && r->logits <= 1e-5 && r->loss <= 1e-5 && r->grads <= 1e-4 && r->params <= 1e-3 &&
            fabs(r->grad_norm_gpu - r->grad_norm_cpu) <= 1e-5 * r->grad_norm_cpu;
 }
 
