@@ -5,11 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 S=${SPECLAB:-build/speclab}
-out=models/family/eval.csv
+. models/family/family_lib.sh
+out=$FAMILY/eval.csv
 tmp=$out.tmp
 echo "model,domain,params,bits_per_token,bits_per_byte" > "$tmp"
-for m in models/family/target models/family/draft-l models/family/draft-m-distilled models/family/draft-m \
-         models/family/draft-s models/family/draft-xs models/drafts/bigram models/drafts/unigram models/drafts/lookup; do
+for m in $(family_models | sed "s|^|$FAMILY/|") models/drafts/bigram models/drafts/unigram models/drafts/lookup; do
   [ -f "$m.safetensors" ] || continue
   params=$("$S" model info "$m.safetensors" --format json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[0].get("n_params", ""))')
   for d in prose code; do

@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 S=${SPECLAB:-build/speclab}
-out=models/family/samples.md
+. models/family/family_lib.sh
+out=$FAMILY/samples.md
 tmp=$out.tmp
 N=48
 prompt() { head -n "$2" "data/prompts/$1.txt" | tail -n 1 | /usr/bin/python3 -c 'import sys; s=sys.stdin.read().rstrip("\n"); print(s.encode().decode("unicode_escape") if "\\n" in s else s, end="")'; }
@@ -27,13 +28,12 @@ prompt() { head -n "$2" "data/prompts/$1.txt" | tail -n 1 | /usr/bin/python3 -c 
     echo '```'
     printf '%s\n' "$p"
     echo '```'
-    for m in family/target family/draft-l family/draft-m-distilled family/draft-m family/draft-s family/draft-xs \
-             drafts/bigram drafts/unigram; do
+    for m in $(family_models | sed "s|^|$FAMILY/|") models/drafts/bigram models/drafts/unigram; do
       echo
       echo "**$(basename "$m")**:"
       echo
       echo '```'
-      "$S" generate --target "models/$m.safetensors" --draft "models/$m.safetensors" --gamma 1 --prompt "$p" \
+      "$S" generate --target "$m.safetensors" --draft "$m.safetensors" --gamma 1 --prompt "$p" \
         --tokens $N --seed 1 --eos -1 | awk '/^# acceptance/ {exit} {print}' | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}'
       echo '```'
     done
