@@ -367,66 +367,106 @@ SLG_KERNEL(k_add2, (float *da, float *db, const float *dout), (da, db, dout))
     db[i] += dout[i];
 }
 
-/* sl_train.c's softmax_row: float maximum, double sum, float reciprocal. */
-static SLG_DEV double softmax_row(const float *z, float *out, int V)
+/* The losses, row-parallel: a row of V logits is cut into chunks of LCHUNK; per-chunk partial
+ * results (one thread per (row, chunk)) are combined per row in chunk order (one thread per row),
+ * and the softmax and gradients are elementwise (one thread per logit). sl_train.c does each row in
+ * one pass: the maximum is the same float, the exponentials the same expf; only the double sum of
+ * exponentials is formed in another order (here sum_c exp(m_c - M) sum_{k in c} exp(z_k - m_c)). */
+#define LCHUNK 64
+
+/* Chunk i = (row, c): its maximum and the double sum of expf(z - that maximum). */
+SLG_KERNEL(k_lse_part, (float *pm, double *ps, const float *z, int V, int P), (pm, ps, z, V, P))
 {
-    float mx = z[0];
-    for (int k = 1; k < V; k++)
-        if (z[k] > mx) mx = z[k];
-    double s = 0;
-    for (int k = 0; k < V; k++) {
-        float e = expf(z[k] - mx);
-        out[k] = e;
-        s += e;
-    }
-    float inv = (float)(1.0 / s);
-    for (int k = 0; k < V; k++) out[k] *= inv;
-    return log(s) + mx;
+    size_t r = i / (size_t)P;
+    int c0 = (int)(i % (size_t)P) * LCHUNK, c1 = c0 + LCHUNK < V ? c0 + LCHUNK : V;
+    const float *zr = z + r * V;
+    float m = zr[c0];
+    for (int k = c0 + 1; k < c1; k++)
+        if (zr[k] > m) m = zr[k];
+    double sum = 0;
+    for (int k = c0; k < c1; k++) sum += expf(zr[k] - m);
+    pm[i] = m;
+    ps[i] = sum;
 }
 
-/* Position i's loss (and, with g != NULL, d(grad_scale * mean loss) / d logits). q, p: (N, V)
- * scratch for the student's and the teacher's softmax. */
-SLG_KERNEL(k_loss,
-           (float *losses, float *g, float *q, float *p, const float *logits, const float *tlogits, const int *targets,
-            int objective, int V, float gs),
-           (losses, g, q, p, logits, tlogits, targets, objective, V, gs))
+/* Row i: its maximum M (float), the sum S of exp(z - M) and lse = log S + M. */
+SLG_KERNEL(k_lse_row, (float *M, double *S, double *lse, const float *pm, const double *ps, int P),
+           (M, S, lse, pm, ps, P))
 {
-    const float *z = logits + i * V;
-    float *qi = q + i * V, *gi = g ? g + i * V : NULL;
-    double lse = softmax_row(z, qi, V);
-    double loss = 0;
-    if (objective == SL_OBJ_CE) {
-        int y = targets[i];
-        loss = lse - z[y];
-        if (gi) {
-            for (int k = 0; k < V; k++) gi[k] = qi[k] * gs;
-            gi[y] -= gs;
-        }
+    const float *m = pm + i * P;
+    const double *s = ps + i * P;
+    float mx = m[0];
+    for (int c = 1; c < P; c++)
+        if (m[c] > mx) mx = m[c];
+    double sum = 0;
+    for (int c = 0; c < P; c++) sum += s[c] * exp((double)m[c] - (double)mx);
+    M[i] = mx;
+    S[i] = sum;
+    lse[i] = log(sum) + mx;
+}
+
+SLG_KERNEL(k_softmax, (float *q, const float *z, const float *M, const double *S, int V), (q, z, M, S, V))
+{
+    size_t r = i / (size_t)V;
+    q[i] = expf(z[i] - M[r]) * (float)(1.0 / S[r]);
+}
+
+/* Chunk sums of the distillation objectives: KL: a = sum p (log p - log q) over p > 0;
+ * TV: a = sum min(q, p) (q where q < p, else p), b = sum of q where q < p. */
+SLG_KERNEL(k_obj_part,
+           (double *pa, double *pb, const float *q, const float *p, const float *z, const float *tz, const double *lse,
+            const double *tlse, int objective, int V, int P),
+           (pa, pb, q, p, z, tz, lse, tlse, objective, V, P))
+{
+    size_t r = i / (size_t)P, o = r * V;
+    int c0 = (int)(i % (size_t)P) * LCHUNK, c1 = c0 + LCHUNK < V ? c0 + LCHUNK : V;
+    double a = 0, b = 0;
+    if (objective == SL_OBJ_KL) {
+        for (int k = c0; k < c1; k++)
+            if (p[o + k] > 0) a += p[o + k] * ((tz[o + k] - tlse[r]) - (z[o + k] - lse[r]));
     } else {
-        const float *tz = tlogits + i * V;
-        float *pi = p + i * V;
-        double tlse = softmax_row(tz, pi, V);
-        if (objective == SL_OBJ_KL) {
-            for (int k = 0; k < V; k++)
-                if (pi[k] > 0) loss += pi[k] * ((tz[k] - tlse) - (z[k] - lse));
-            if (gi)
-                for (int k = 0; k < V; k++) gi[k] = (qi[k] - pi[k]) * gs;
-        } else {
-            double beta = 0, qs = 0;
-            for (int k = 0; k < V; k++) {
-                if (qi[k] < pi[k]) {
-                    beta += qi[k];
-                    qs += qi[k];
-                } else {
-                    beta += pi[k];
-                }
+        for (int k = c0; k < c1; k++) {
+            if (q[o + k] < p[o + k]) {
+                a += q[o + k];
+                b += q[o + k];
+            } else {
+                a += p[o + k];
             }
-            loss = 1.0 - beta;
-            if (gi)
-                for (int k = 0; k < V; k++) gi[k] = qi[k] * ((float)qs - (qi[k] < pi[k] ? 1.0f : 0.0f)) * gs;
         }
     }
-    losses[i] = (float)loss;
+    pa[i] = a;
+    pb[i] = b;
+}
+
+/* Row i's loss (and, for TV, qs = q(S) for the gradient). */
+SLG_KERNEL(k_obj_row,
+           (float *losses, double *qs, const double *pa, const double *pb, const float *z, const double *lse,
+            const int *targets, int objective, int V, int P),
+           (losses, qs, pa, pb, z, lse, targets, objective, V, P))
+{
+    if (objective == SL_OBJ_CE) {
+        losses[i] = (float)(lse[i] - z[i * V + targets[i]]);
+        return;
+    }
+    double a = 0, b = 0;
+    for (int c = 0; c < P; c++) {
+        a += pa[i * P + c];
+        b += pb[i * P + c];
+    }
+    losses[i] = (float)(objective == SL_OBJ_KL ? a : 1.0 - a);
+    qs[i] = b;
+}
+
+/* d(grad_scale * mean loss) / d logits, elementwise (gs = grad_scale / N). */
+SLG_KERNEL(k_obj_grad,
+           (float *g, const float *q, const float *p, const double *qs, const int *targets, int objective, int V, float gs),
+           (g, q, p, qs, targets, objective, V, gs))
+{
+    size_t r = i / (size_t)V;
+    int k = (int)(i % (size_t)V);
+    if (objective == SL_OBJ_CE) g[i] = q[i] * gs - (k == targets[r] ? gs : 0.0f);
+    else if (objective == SL_OBJ_KL) g[i] = (q[i] - p[i]) * gs;
+    else g[i] = q[i] * ((float)qs[r] - (q[i] < p[i] ? 1.0f : 0.0f)) * gs;
 }
 
 #define NORM_CHUNK 4096
@@ -469,7 +509,9 @@ struct sl_gpu_model {
     size_t asize[A_N];
     float *params, *grads, *m, *v;
     float *acts[A_N], *dacts[A_N];
-    float *q, *p;        /* (B*T, V) softmax scratch */
+    float *q, *p;        /* (B*T, V) softmaxes of the model and of a teacher */
+    float *pm, *M;       /* (B*T, P) chunk maxima, (B*T) row maxima */
+    double *ps, *S, *lse, *pa, *pb, *qs; /* chunk sums (B*T, P) and row results (B*T) */
     float *part;         /* column-sum partials */
     double *norm_part;   /* grad-norm partials */
     int *d_inputs, *d_targets, *d_tok, *d_start, *d_pos;
@@ -514,6 +556,14 @@ static void destroy(sl_gpu_model *g)
     }
     dev_free(g->q);
     dev_free(g->p);
+    dev_free(g->pm);
+    dev_free(g->M);
+    dev_free(g->ps);
+    dev_free(g->S);
+    dev_free(g->lse);
+    dev_free(g->pa);
+    dev_free(g->pb);
+    dev_free(g->qs);
     dev_free(g->part);
     dev_free(g->norm_part);
     dev_free(g->d_inputs);
@@ -551,6 +601,12 @@ static sl_gpu_model *create(const sl_train_config *cfg, int B, int T, int with_g
     for (int k = 0; ok && k < A_N; k++) ok = (g->acts[k] = (float *)dev_alloc(g->asize[k] * sizeof(float))) != NULL;
     ok = ok && (g->q = (float *)dev_alloc(BT * V * sizeof(float)));
     ok = ok && (g->p = (float *)dev_alloc(BT * V * sizeof(float)));
+    size_t NP = BT * ((V + LCHUNK - 1) / LCHUNK);
+    ok = ok && (g->pm = (float *)dev_alloc(NP * sizeof(float))) && (g->M = (float *)dev_alloc(2 * BT * sizeof(float)));
+    ok = ok && (g->ps = (double *)dev_alloc(NP * sizeof(double))) && (g->pa = (double *)dev_alloc(NP * sizeof(double))) &&
+         (g->pb = (double *)dev_alloc(NP * sizeof(double)));
+    ok = ok && (g->S = (double *)dev_alloc(2 * BT * sizeof(double))) && (g->lse = (double *)dev_alloc(2 * BT * sizeof(double))) &&
+         (g->qs = (double *)dev_alloc(BT * sizeof(double)));
     ok = ok && (g->d_inputs = (int *)dev_alloc(BT * sizeof(int)));
     ok = ok && (g->d_targets = (int *)dev_alloc(BT * sizeof(int)));
     ok = ok && (g->h_losses = (float *)calloc(BT, sizeof(float)));
@@ -757,9 +813,21 @@ static double loss(sl_gpu_model *g, int objective, const int *targets, sl_gpu_mo
     }
     if (objective == SL_OBJ_CE && to_dev(g->d_targets, targets, N * sizeof(int))) return NAN;
     float *dl = g->with_grads ? g->dacts[A_LOGITS] : NULL;
-    if (k_loss(N, g->acts[A_LOSSES], dl, g->q, g->p, g->acts[A_LOGITS], teacher ? teacher->acts[A_LOGITS] : NULL,
-               g->d_targets, objective, V, grad_scale / (float)N))
+    int P = (V + LCHUNK - 1) / LCHUNK;
+    size_t NP = N * P;
+    /* Row statistics of the model's logits, then (distillation) of the teacher's into the second
+     * halves of M, S and lse; the softmaxes into q and p. */
+    const float *z = g->acts[A_LOGITS], *tz = teacher ? teacher->acts[A_LOGITS] : NULL;
+    if (k_lse_part(NP, g->pm, g->ps, z, V, P) || k_lse_row(N, g->M, g->S, g->lse, g->pm, g->ps, P)) return NAN;
+    if (tz && (k_lse_part(NP, g->pm, g->ps, tz, V, P) || k_lse_row(N, g->M + N, g->S + N, g->lse + N, g->pm, g->ps, P) ||
+               k_softmax(N * V, g->p, tz, g->M + N, g->S + N, V)))
         return NAN;
+    if ((objective != SL_OBJ_CE || dl) && k_softmax(N * V, g->q, z, g->M, g->S, V)) return NAN;
+    if (objective != SL_OBJ_CE &&
+        k_obj_part(NP, g->pa, g->pb, g->q, g->p, z, tz, g->lse, g->lse + N, objective, V, P))
+        return NAN;
+    if (k_obj_row(N, g->acts[A_LOSSES], g->qs, g->pa, g->pb, z, g->lse, g->d_targets, objective, V, P)) return NAN;
+    if (dl && k_obj_grad(N * V, dl, g->q, g->p, g->qs, g->d_targets, objective, V, grad_scale / (float)N)) return NAN;
     if (to_host(g->h_losses, g->acts[A_LOSSES], N * sizeof(float))) return NAN;
     double s = 0;
     for (size_t n = 0; n < N; n++) s += g->h_losses[n];

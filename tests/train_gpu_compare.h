@@ -4,8 +4,8 @@
  * Used by tests/test_train_gpu.c (the cuda-emu build, in CI) and tests/bench/train_gpu_check.c
  * (the real CUDA build, on a machine with a GPU).
  *
- * One case: a small GPT-2 (vocab 50, 2 layers, d 32, 4 heads, ff 48: ff differs from 3d so every
- * bias shape is exercised) on B x T = 3 x 40 positions (120 rows: two column-sum chunks of 64),
+ * One case: a small GPT-2 (vocab 150: loss chunks of 64, 64 and 22; 2 layers, d 32, 4 heads, ff 48:
+ * ff differs from 3d so every bias shape is exercised) on B x T = 3 x 40 positions (120 rows: two column-sum chunks of 64),
  * tokens drawn from 12 ids so that many positions share a token (the embedding gradient's index),
  * tied or untied embeddings, one objective; a teacher of another seed for KL and TV. Compared:
  * logits, the loss, every parameter's gradient, and the parameters after three AdamW steps with
@@ -54,7 +54,7 @@ static gpu_cmp_result gpu_compare_case(const sl_train_gpu_api *api, int tied, in
 {
     gpu_cmp_result r;
     memset(&r, 0, sizeof r);
-    sl_train_config cfg = {50, 2, 4, 32, 48, 40, 1e-5f, tied};
+    sl_train_config cfg = {150, 2, 4, 32, 48, 40, 1e-5f, tied};
     int B = 3, T = 40, N = B * T, V = cfg.vocab_size;
     sl_train_model *m = sl_train_model_alloc(&cfg, B, T, 1), *tm = sl_train_model_alloc(&cfg, B, T, 0);
     sl_train_init(m, 11);
