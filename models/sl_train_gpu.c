@@ -184,7 +184,15 @@ static int backend_init(char *info, size_t n)
     return 0;
 }
 #define BACKEND_NAME "cuda-emu"
+#ifdef SLG_EMU_AS_LIBRARY
+/* Test hook: the emulation built as a shared library under the CUDA build's entry point, so that
+ * the dlopen path of `--backend cuda` runs end to end without a GPU (tests/cli/train_backend.sh). */
+#undef SLG_EXPORT
+#define SLG_EXPORT __attribute__((visibility("default")))
+#define API_FN sl_train_gpu_cuda_api
+#else
 #define API_FN sl_train_gpu_emu_api
+#endif
 #endif
 
 static int gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,

@@ -29,6 +29,18 @@ CFG='{"n_layer":2,"n_head":2,"d_model":32,"d_ff":64,"max_seq_len":16,"vocab_size
 RUN=(train --train "$T/train.tok" --valid "$T/valid.tok" --config "$CFG" --batch 8 --seq 16 --lr 3e-3 --warmup 4
      --seed 9 --eval-batches 2 --steps 24 --eval-every 6)
 
+# same_tensors A B: the two safetensors files hold the same tensors, byte for byte (their metadata,
+# which records the wall time, may differ).
+same_tensors() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+def tensors(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+    return b[8 + n:], {k: v for k, v in json.loads(b[8:8 + n]).items() if k != "__metadata__"}
+sys.exit(0 if tensors(sys.argv[1]) == tensors(sys.argv[2]) else 1)
+PY
+}
+
 expect_2() {
   local name=$1 pat=$2; shift 2
   "$S" "$@" >"$T/out" 2>"$T/err"; local rc=$?
@@ -42,15 +54,7 @@ SL_CUDA_LIB=$T/none.so expect_2 "cuda library missing" "cannot load" "${RUN[@]}"
 "$S" "${RUN[@]}" --backend cuda-emu --checkpoint "$T/ck" --stop-at 10 --out "$T/res.st" > /dev/null 2>&1
 [ -f "$T/ck/checkpoint.bin" ] && [ ! -f "$T/res.st" ] && ok "stop-at leaves a checkpoint, no model" || bad "stop-at"
 "$S" "${RUN[@]}" --backend cuda-emu --checkpoint "$T/ck" --out "$T/res.st" > "$T/res.log" 2>/dev/null || bad "resume"
-# The files differ only in the training metadata's wall time; compare the tensors' bytes.
-/usr/bin/python3 - "$T/full.st" "$T/res.st" <<'PY' && ok "resumed cuda-emu run equals the uninterrupted one (tensor bytes)" || bad "resume differs"
-import json, struct, sys
-def tensors(p):
-    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
-    return b[8 + n:], {k: v for k, v in json.loads(b[8:8 + n]).items() if k != "__metadata__"}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-sys.exit(0 if a == b else 1)
-PY
+same_tensors "$T/full.st" "$T/res.st" && ok "resumed cuda-emu run equals the uninterrupted one (tensor bytes)" || bad "resume differs"
 grep -qF 'backend\":\"cuda-emu' "$T/full.st" && ok "the exported training record names the backend" || bad "backend not recorded"
 
 # Same recipe on the CPU backend: the logged losses agree to the printed digits (the emulation sums
@@ -63,6 +67,16 @@ assert len(rows[0]) == len(rows[1]) == 4
 for a, b in zip(*rows):
     assert abs(float(a["val_ce"]) - float(b["val_ce"])) <= 2e-5, (a["val_ce"], b["val_ce"])
 PY
+
+# The dlopen path of --backend cuda end to end, without a GPU: the emulation built as a shared
+# library under the CUDA entry point gives the same tensor bytes as --backend cuda-emu.
+if cc -std=c11 -D_GNU_SOURCE -O2 -march=x86-64-v3 -fopenmp -fPIC -shared -fvisibility=hidden -DSLG_EMU_AS_LIBRARY \
+     -Imodels $(pkg-config --cflags openblas) models/sl_train_gpu.c -o "$T/libemu.so" $(pkg-config --libs openblas) -lm 2>"$T/cc.err"; then
+  SL_CUDA_LIB=$T/libemu.so "$S" "${RUN[@]}" --backend cuda --out "$T/dl.st" > /dev/null 2>&1 || bad "--backend cuda through dlopen"
+  same_tensors "$T/full.st" "$T/dl.st" && ok "--backend cuda through dlopen (emulation library) equals cuda-emu" || bad "dlopen run differs"
+else
+  bad "building the emulation library: $(head -n 3 "$T/cc.err")"
+fi
 
 # A CPU checkpoint is not resumed on another backend (its bits would not continue the same run).
 "$S" "${RUN[@]}" --checkpoint "$T/ck2" --stop-at 6 --out "$T/y.st" > /dev/null 2>&1
