@@ -80,7 +80,7 @@ $(BIN): $(CLI_OBJ) $(LIB)
 $(TEST_BIN): $(TEST_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIB) -lcriterion $(LDLIBS)
 
-$(BUILD)/bench/%: tests/bench/%.c $(LIB)
+$(BUILD)/bench/%: tests/bench/%.c $(LIB) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 

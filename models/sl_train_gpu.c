@@ -259,42 +259,90 @@ SLG_KERNEL(k_encoder_bwd_wpe, (float *dwpe, const float *dout, int B, int T, int
     dwpe[i] = acc;
 }
 
-SLG_KERNEL(k_layernorm_fwd,
-           (float *out, float *mean, float *rstd, const float *inp, const float *w, const float *bias, int C, float eps),
-           (out, mean, rstd, inp, w, bias, C, eps))
+/* LayerNorm, row-parallel: rows of C cut into chunks of LCHUNK (defined with the losses below),
+ * per-chunk double sums (one thread per (row, chunk)) combined per row in chunk order, then the
+ * elementwise part. sl_train.c forms the same sums in one pass per row: the statistics differ only
+ * in the order of their double additions. Scratch: pa, pb (N * P doubles), rd (N doubles), rf
+ * (2N floats). */
+#define LN_CHUNK 64
+
+/* Chunk sums: pass 0 of x; pass 1 of (x - mu)^2 with mu = rd[row]. */
+SLG_KERNEL(k_ln_part, (double *pa, const float *x, const double *rd, int pass, int C, int P), (pa, x, rd, pass, C, P))
 {
-    const float *x = inp + i * C;
-    double s = 0, s2 = 0;
-    for (int k = 0; k < C; k++) s += x[k];
-    double mu = s / C;
-    for (int k = 0; k < C; k++) s2 += (x[k] - mu) * (x[k] - mu);
-    float rs = (float)(1.0 / sqrt(s2 / C + eps));
-    float muf = (float)mu;
-    float *o = out + i * C;
-    for (int k = 0; k < C; k++) o[k] = (x[k] - muf) * rs * w[k] + bias[k];
-    mean[i] = muf;
-    rstd[i] = rs;
+    size_t r = i / (size_t)P;
+    int c0 = (int)(i % (size_t)P) * LN_CHUNK, c1 = c0 + LN_CHUNK < C ? c0 + LN_CHUNK : C;
+    const float *xr = x + r * C;
+    double s = 0;
+    if (pass == 0)
+        for (int k = c0; k < c1; k++) s += xr[k];
+    else
+        for (int k = c0; k < c1; k++) s += (xr[k] - rd[r]) * (xr[k] - rd[r]);
+    pa[i] = s;
 }
 
-SLG_KERNEL(k_layernorm_bwd_dx,
-           (float *dinp, const float *dout, const float *inp, const float *w, const float *mean, const float *rstd, int C),
-           (dinp, dout, inp, w, mean, rstd, C))
+/* Row sums: pass 0 gives mu = sum / C into rd; pass 1 the statistics sl_train.c keeps. */
+SLG_KERNEL(k_ln_row, (float *mean, float *rstd, double *rd, const double *pa, int pass, int C, int P, float eps),
+           (mean, rstd, rd, pa, pass, C, P, eps))
 {
-    const float *d = dout + i * C, *x = inp + i * C;
-    float *dx = dinp + i * C;
-    float mu = mean[i], rs = rstd[i];
-    double dnorm_mean = 0, dnorm_norm_mean = 0;
-    for (int k = 0; k < C; k++) {
-        float norm = (x[k] - mu) * rs;
-        float dnorm = w[k] * d[k];
-        dnorm_mean += dnorm;
-        dnorm_norm_mean += dnorm * norm;
+    double s = 0;
+    for (int c = 0; c < P; c++) s += pa[i * P + c];
+    if (pass == 0) {
+        rd[i] = s / C;
+    } else {
+        rstd[i] = (float)(1.0 / sqrt(s / C + eps));
+        mean[i] = (float)rd[i];
     }
-    float a = (float)(dnorm_mean / C), bnm = (float)(dnorm_norm_mean / C);
-    for (int k = 0; k < C; k++) {
-        float norm = (x[k] - mu) * rs;
-        dx[k] += (w[k] * d[k] - a - norm * bnm) * rs;
+}
+
+SLG_KERNEL(k_ln_apply,
+           (float *out, const float *inp, const float *w, const float *bias, const float *mean, const float *rstd, int C),
+           (out, inp, w, bias, mean, rstd, C))
+{
+    size_t r = i / (size_t)C;
+    int k = (int)(i % (size_t)C);
+    out[i] = (inp[i] - mean[r]) * rstd[r] * w[k] + bias[k];
+}
+
+/* Backward chunk sums of dnorm = w d and of dnorm * norm, norm = (x - mean) rstd. */
+SLG_KERNEL(k_lnb_part,
+           (double *pa, double *pb, const float *dout, const float *inp, const float *w, const float *mean,
+            const float *rstd, int C, int P),
+           (pa, pb, dout, inp, w, mean, rstd, C, P))
+{
+    size_t r = i / (size_t)P, o = r * C;
+    int c0 = (int)(i % (size_t)P) * LN_CHUNK, c1 = c0 + LN_CHUNK < C ? c0 + LN_CHUNK : C;
+    double a = 0, b = 0;
+    for (int k = c0; k < c1; k++) {
+        float norm = (inp[o + k] - mean[r]) * rstd[r];
+        float dnorm = w[k] * dout[o + k];
+        a += dnorm;
+        b += dnorm * norm;
     }
+    pa[i] = a;
+    pb[i] = b;
+}
+
+/* Row means of those sums into rf[2i], rf[2i + 1]. */
+SLG_KERNEL(k_lnb_row, (float *rf, const double *pa, const double *pb, int C, int P), (rf, pa, pb, C, P))
+{
+    double a = 0, b = 0;
+    for (int c = 0; c < P; c++) {
+        a += pa[i * P + c];
+        b += pb[i * P + c];
+    }
+    rf[2 * i] = (float)(a / C);
+    rf[2 * i + 1] = (float)(b / C);
+}
+
+SLG_KERNEL(k_lnb_apply,
+           (float *dinp, const float *dout, const float *inp, const float *w, const float *mean, const float *rstd,
+            const float *rf, int C),
+           (dinp, dout, inp, w, mean, rstd, rf, C))
+{
+    size_t r = i / (size_t)C;
+    int k = (int)(i % (size_t)C);
+    float norm = (inp[i] - mean[r]) * rstd[r];
+    dinp[i] += (w[k] * dout[i] - rf[2 * r] - norm * rf[2 * r + 1]) * rstd[r];
 }
 
 /* Column sums of (N, cols) in chunks of ROWS_PER_CHUNK rows: part[chunk * cols + c]. With x != NULL
@@ -609,7 +657,7 @@ static sl_gpu_model *create(const sl_train_config *cfg, int B, int T, int with_g
     for (int k = 0; ok && k < A_N; k++) ok = (g->acts[k] = (float *)dev_alloc(g->asize[k] * sizeof(float))) != NULL;
     ok = ok && (g->q = (float *)dev_alloc(BT * V * sizeof(float)));
     ok = ok && (g->p = (float *)dev_alloc(BT * V * sizeof(float)));
-    size_t NP = BT * ((V + LCHUNK - 1) / LCHUNK);
+    size_t NP = BT * (((V > C ? V : C) + LCHUNK - 1) / LCHUNK);
     ok = ok && (g->pm = (float *)dev_alloc(NP * sizeof(float))) && (g->M = (float *)dev_alloc(2 * BT * sizeof(float)));
     ok = ok && (g->ps = (double *)dev_alloc(NP * sizeof(double))) && (g->pa = (double *)dev_alloc(NP * sizeof(double))) &&
          (g->pb = (double *)dev_alloc(NP * sizeof(double)));
@@ -707,10 +755,24 @@ static int matmul_backward(sl_gpu_model *g, float *dinp, float *dW, float *dbias
     return dbias ? colsum(g, dbias, dout, NULL, NULL, NULL, N, OC) : 0;
 }
 
+static int layernorm_forward(sl_gpu_model *g, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                             const float *bias, int N, int C, float eps)
+{
+    int P = (C + LN_CHUNK - 1) / LN_CHUNK;
+    size_t NP = (size_t)N * P;
+    if (k_ln_part(NP, g->pa, inp, g->S, 0, C, P) || k_ln_row((size_t)N, mean, rstd, g->S, g->pa, 0, C, P, eps) ||
+        k_ln_part(NP, g->pa, inp, g->S, 1, C, P) || k_ln_row((size_t)N, mean, rstd, g->S, g->pa, 1, C, P, eps))
+        return -1;
+    return k_ln_apply((size_t)N * C, out, inp, w, bias, mean, rstd, C);
+}
+
 static int layernorm_backward(sl_gpu_model *g, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                               const float *w, const float *mean, const float *rstd, int N, int C)
 {
-    if (k_layernorm_bwd_dx((size_t)N, dinp, dout, inp, w, mean, rstd, C)) return -1;
+    int P = (C + LN_CHUNK - 1) / LN_CHUNK;
+    if (k_lnb_part((size_t)N * P, g->pa, g->pb, dout, inp, w, mean, rstd, C, P) ||
+        k_lnb_row((size_t)N, g->M, g->pa, g->pb, C, P) || k_lnb_apply((size_t)N * C, dinp, dout, inp, w, mean, rstd, g->M, C))
+        return -1;
     if (colsum(g, dw, dout, inp, mean, rstd, N, C)) return -1;
     return colsum(g, db, dout, NULL, NULL, NULL, N, C);
 }
@@ -787,16 +849,16 @@ static int forward(sl_gpu_model *g, const int *inputs, int B, int T)
         float *res2 = a[A_RES2] + l * BTC, *ln2 = a[A_LN2] + l * BTC;
         float *fch = a[A_FCH] + l * BT * F, *fchg = a[A_FCHG] + l * BT * F;
         float *fcproj = a[A_FCPROJ] + l * BTC, *res3 = a[A_RES3] + l * BTC;
-        TRY(k_layernorm_fwd(BT, ln1, a[A_LN1M] + l * BT, a[A_LN1R] + l * BT, res, param(g, P, SL_TP_LN1W) + l * C,
-                            param(g, P, SL_TP_LN1B) + l * C, C, c->norm_eps));
+        TRY(layernorm_forward(g, ln1, a[A_LN1M] + l * BT, a[A_LN1R] + l * BT, res, param(g, P, SL_TP_LN1W) + l * C,
+                            param(g, P, SL_TP_LN1B) + l * C, (int)BT, C, c->norm_eps));
         TRY(matmul_forward(qkv, ln1, param(g, P, SL_TP_QKVW) + (size_t)l * 3 * C * C, param(g, P, SL_TP_QKVB) + l * 3 * C,
                            (int)BT, C, 3 * C));
         TRY(attention_forward(atty, att, qkv, B, T, C, NH));
         TRY(matmul_forward(attproj, atty, param(g, P, SL_TP_ATTPROJW) + (size_t)l * C * C,
                            param(g, P, SL_TP_ATTPROJB) + l * C, (int)BT, C, C));
         TRY(k_add(BTC, res2, res, attproj));
-        TRY(k_layernorm_fwd(BT, ln2, a[A_LN2M] + l * BT, a[A_LN2R] + l * BT, res2, param(g, P, SL_TP_LN2W) + l * C,
-                            param(g, P, SL_TP_LN2B) + l * C, C, c->norm_eps));
+        TRY(layernorm_forward(g, ln2, a[A_LN2M] + l * BT, a[A_LN2R] + l * BT, res2, param(g, P, SL_TP_LN2W) + l * C,
+                            param(g, P, SL_TP_LN2B) + l * C, (int)BT, C, c->norm_eps));
         TRY(matmul_forward(fch, ln2, param(g, P, SL_TP_FCW) + (size_t)l * F * C, param(g, P, SL_TP_FCB) + (size_t)l * F,
                            (int)BT, C, F));
         TRY(k_gelu_fwd(BT * F, fchg, fch));
@@ -804,8 +866,8 @@ static int forward(sl_gpu_model *g, const int *inputs, int B, int T)
                            param(g, P, SL_TP_FCPROJB) + l * C, (int)BT, F, C));
         TRY(k_add(BTC, res3, res2, fcproj));
     }
-    TRY(k_layernorm_fwd(BT, a[A_LNF], a[A_LNFM], a[A_LNFR], a[A_RES3] + (L - 1) * BTC, param(g, P, SL_TP_LNFW),
-                        param(g, P, SL_TP_LNFB), C, c->norm_eps));
+    TRY(layernorm_forward(g, a[A_LNF], a[A_LNFM], a[A_LNFR], a[A_RES3] + (L - 1) * BTC, param(g, P, SL_TP_LNFW),
+                        param(g, P, SL_TP_LNFB), (int)BT, C, c->norm_eps));
     return matmul_forward(a[A_LOGITS], a[A_LNF], unembed(g), NULL, (int)BT, C, V);
 }
 

@@ -24,7 +24,7 @@ static void check(int tied, int objective)
     cr_expect(r.logits <= 1e-5, "logits differ by %g", r.logits);
     cr_expect(r.loss <= 1e-5, "loss differs by %g", r.loss);
     cr_expect(r.grads <= 1e-4, "gradients differ by %g", r.grads);
-    cr_expect(r.params <= 1e-3, "parameters after 3 AdamW steps differ by %g", r.params);
+    cr_expect(r.params <= 1e-4, "parameters after 3 AdamW steps differ by %g", r.params);
     cr_expect(fabs(r.grad_norm_gpu - r.grad_norm_cpu) <= 1e-5 * r.grad_norm_cpu, "grad norm %g vs %g", r.grad_norm_gpu,
               r.grad_norm_cpu);
     cr_assert(gpu_compare_ok(&r));

@@ -4,8 +4,8 @@
  * Used by tests/test_train_gpu.c (the cuda-emu build, in CI) and tests/bench/train_gpu_check.c
  * (the real CUDA build, on a machine with a GPU).
  *
- * One case: a small GPT-2 (vocab 150: loss chunks of 64, 64 and 22; 2 layers, d 32, 4 heads, ff 48:
- * ff differs from 3d so every bias shape is exercised) on B x T = 3 x 40 positions (120 rows: two column-sum chunks of 64),
+ * One case: a small GPT-2 (vocab 150: loss chunks of 64, 64 and 22; d 96: LayerNorm chunks of 64
+ * and 32; 2 layers, 4 heads, ff 80: ff differs from 3d so every bias shape is exercised) on B x T = 3 x 40 positions (120 rows: two column-sum chunks of 64),
  * tokens drawn from 12 ids so that many positions share a token (the embedding gradient's index),
  * tied or untied embeddings, one objective; a teacher of another seed for KL and TV. Compared:
  * logits, the loss, every parameter's gradient, and the parameters after three AdamW steps with
@@ -15,12 +15,14 @@
  * 128-row blocks, chunked column sums, fused multiply-adds on the GPU); with float32 and sums of
  * at most 120 terms the observed relative differences are ~1e-7 to 1e-6 (H100: logits 2e-7,
  * gradients 1e-6). AdamW divides each gradient by its own running RMS: at the first step every
- * element moves by lr * g / (|g| + eps), about +-lr whatever the gradient's size, so an element
- * whose gradient is near eps = 1e-8 turns a 1e-6 relative difference into a visible one. After
- * three steps the emulation is within 7e-6 of the CPU and the H100 within 3.7e-4 (it failed a first
- * bound of 1e-4 there). The bounds (logits and loss 1e-5, gradients 1e-4, gradient norm 1e-5,
- * parameters after the steps 1e-3) are above that noise and far below what an indexing or formula
- * mistake gives (order-1 relative errors; a wrong AdamW step, lr 1e-2 on weights of ~0.05, ~0.2).
+ * element moves by lr * g / (|g| + eps), so with the default eps = 1e-8 an element whose gradient
+ * is ~1e-8 (below the backends' absolute gradient noise) moves by anything in [-lr, lr]: with it
+ * the H100 was 3.7e-4 off after three steps (session 4) and a differently shaped case can be
+ * worse. The comparison therefore uses eps = 1e-3, which keeps every update a smooth function of
+ * the gradient while exercising the whole update (moments, bias correction, weight decay, clip).
+ * The bounds (logits and loss 1e-5, gradients 1e-4, gradient norm 1e-5, parameters after the steps
+ * 1e-4) are above the noise and far below what an indexing or formula mistake gives (order-1
+ * relative errors; a wrong AdamW step, lr 1e-2 on weights of ~0.05, ~0.2).
  */
 #ifndef TRAIN_GPU_COMPARE_H
 #define TRAIN_GPU_COMPARE_H
@@ -54,7 +56,7 @@ static gpu_cmp_result gpu_compare_case(const sl_train_gpu_api *api, int tied, in
 {
     gpu_cmp_result r;
     memset(&r, 0, sizeof r);
-    sl_train_config cfg = {150, 2, 4, 32, 48, 40, 1e-5f, tied};
+    sl_train_config cfg = {150, 2, 4, 96, 80, 40, 1e-5f, tied};
     int B = 3, T = 40, N = B * T, V = cfg.vocab_size;
     sl_train_model *m = sl_train_model_alloc(&cfg, B, T, 1), *tm = sl_train_model_alloc(&cfg, B, T, 0);
     sl_train_init(m, 11);
@@ -72,6 +74,7 @@ static gpu_cmp_result gpu_compare_case(const sl_train_gpu_api *api, int tied, in
     sl_train_hparams h;
     sl_train_hparams_default(&h);
     h.clip = 0.05; /* small enough that clipping acts */
+    h.eps = 1e-3;  /* see the header: keeps the update a smooth function of the gradient */
     if (!g || !tg || api->set_state(g, m->params_mem, m->m, m->v) || api->set_state(tg, tm->params_mem, NULL, NULL)) {
         r.failed_api = 1;
         goto out;
@@ -135,7 +138,7 @@ out:
 
 static int gpu_compare_ok(const gpu_cmp_result *r)
 {
-    return !r->failed_api && r->logits <= 1e-5 && r->loss <= 1e-5 && r->grads <= 1e-4 && r->params <= 1e-3 &&
+    return !r->failed_api && r->logits <= 1e-5 && r->loss <= 1e-5 && r->grads <= 1e-4 && r->params <= 1e-4 &&
            fabs(r->grad_norm_gpu - r->grad_norm_cpu) <= 1e-5 * r->grad_norm_cpu;
 }
 
