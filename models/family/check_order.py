@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""check_order.py [EVAL_CSV] [RECIPE]: the quality order issue 5 asks of the shipped family, checked
+on validation bits per byte per domain (models/family/eval.csv from eval_family.sh): the target
+best, then the data-only drafts from larger to smaller (by parameters), then the bigram, then the
+unigram; and the distilled draft better than its data-only twin (same size). Prints one line per
+comparison and exits 1 if any fails."""
+import csv
+import sys
+
+ev = sys.argv[1] if len(sys.argv) > 1 else "models/family/eval.csv"
+recipe = sys.argv[2] if len(sys.argv) > 2 else "models/family/recipe.tsv"
+rows = list(csv.DictReader(open(ev)))
+bpb = {(r["model"], r["domain"]): float(r["bits_per_byte"]) for r in rows}
+params = {r["model"]: int(r["params"] or 0) for r in rows}
+stage, shape = {}, {}
+for line in open(recipe):
+    f = line.split()
+    if not f or f[0].startswith("#"):
+        continue
+    stage[f[0]] = f[1]
+    shape[f[0]] = tuple(f[2:6])
+models = {m for m, _ in bpb}
+data_only = sorted((m for m in stage if m in models and stage[m] in ("target", "base", "small")),
+                   key=lambda m: (stage[m] != "target", -params[m]))
+chain = data_only + [m for m in ("bigram", "unigram") if m in models]
+bad = 0
+for d in ("prose", "code"):
+    for a, b in zip(chain, chain[1:]):
+        ok = bpb[(a, d)] < bpb[(b, d)]
+        bad += not ok
+        print("%-5s %-6s %-18s %.3f < %-18s %.3f" % ("ok" if ok else "FAIL", d, a, bpb[(a, d)], b, bpb[(b, d)]))
+    for m in stage:
+        if stage[m] == "finetune" and m in models:
+            twin = next((t for t in data_only if shape[t] == shape[m]), None)
+            if twin:
+                ok = bpb[(m, d)] < bpb[(twin, d)]
+                bad += not ok
+                print("%-5s %-6s %-18s %.3f < %-18s %.3f (distilled vs data-only twin)"
+                      % ("ok" if ok else "FAIL", d, m, bpb[(m, d)], twin, bpb[(twin, d)]))
+spans = [params[m] for m in data_only if stage[m] != "target"]
+if spans:
+    print("drafts span %.0fx in parameters (%d to %d)" % (max(spans) / min(spans), min(spans), max(spans)))
+sys.exit(1 if bad else 0)
