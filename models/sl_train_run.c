@@ -407,6 +407,10 @@ int sl_train_run(const sl_train_run_opts *o)
             if ((rc = r_backward(&rm, inputs, B, T))) goto done;
         }
         double gn = r_grad_norm(&rm);
+        if (rm.gpu && isnan(gn) && rm.gpu->error()[0]) {
+            rc = gpu_fail(&rm);
+            goto done;
+        }
         if (!isfinite(loss) || !isfinite(gn)) {
             rc = sl_fail(SL_EFAIL, "loss or gradient became non-finite at step %llu (learning rate too high?); "
                          "the last checkpoint is intact", (unsigned long long)step);
