@@ -2,18 +2,7 @@
 # drafts_badinput.sh: bad input to the non-transformer drafts, sl_lm_open and `speclab eval`:
 # exit 2, exactly one line on stderr naming the problem, no output file left behind.
 set -u
-S=${SPECLAB:-build/speclab}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
-expect_2() { # NAME PATTERN ARGS...
-  local name=$1 pat=$2; shift 2
-  "$S" "$@" >"$T/out" 2>"$T/err"; local rc=$?
-  if [ $rc -eq 2 ] && [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q -- "$pat" "$T/err"; then ok "$name"
-  else bad "$name (rc=$rc): $(cat "$T/err")"; fi
-}
+. "$(dirname "$0")/lib/cli_common.sh"
 
 /usr/bin/python3 - "$T" <<'PY'
 import struct, sys

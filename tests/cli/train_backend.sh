@@ -5,12 +5,7 @@
 # printed digits; a checkpoint of one backend is refused by the other; a missing CUDA library or an
 # unknown backend is exit 2 with one line.
 set -u
-S=${SPECLAB:-build/speclab}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
+. "$(dirname "$0")/lib/cli_common.sh"
 
 /usr/bin/python3 - "$T" <<'PY'
 import struct, sys, random
@@ -41,12 +36,6 @@ sys.exit(0 if tensors(sys.argv[1]) == tensors(sys.argv[2]) else 1)
 PY
 }
 
-expect_2() {
-  local name=$1 pat=$2; shift 2
-  "$S" "$@" >"$T/out" 2>"$T/err"; local rc=$?
-  if [ $rc -eq 2 ] && [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q -- "$pat" "$T/err"; then ok "$name"
-  else bad "$name (rc=$rc): $(cat "$T/err")"; fi
-}
 expect_2 "unknown backend" "is not cpu, cuda or cuda-emu" "${RUN[@]}" --backend tpu --out "$T/x.st"
 SL_CUDA_LIB=$T/none.so expect_2 "cuda library missing" "cannot load" "${RUN[@]}" --backend cuda --out "$T/x.st"
 

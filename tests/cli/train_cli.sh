@@ -3,12 +3,7 @@
 # line on stderr; a run interrupted by SIGTERM or killed with SIGKILL resumes, when rerun, to the same
 # weights (bit for bit) as a run never interrupted; distillation lowers the TV distance to the teacher.
 set -u
-S=${SPECLAB:-build/speclab}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
+. "$(dirname "$0")/lib/cli_common.sh"
 
 /usr/bin/python3 - "$T" <<'PY'
 import struct, sys, random
@@ -28,13 +23,6 @@ PY
 CFG='{"n_layer":2,"n_head":2,"d_model":32,"d_ff":64,"max_seq_len":16,"vocab_size":64}'
 BASE=(--train "$T/train.tok" --valid "$T/valid.tok" --batch 8 --seq 16 --lr 3e-3 --warmup 5 --seed 9 --eval-batches 2)
 
-# expect_2 NAME PATTERN ARGS...: exit code 2, exactly one line on stderr matching PATTERN.
-expect_2() {
-  local name=$1 pat=$2; shift 2
-  "$S" "$@" >"$T/out" 2>"$T/err"; local rc=$?
-  if [ $rc -eq 2 ] && [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q -- "$pat" "$T/err"; then ok "$name"
-  else bad "$name (rc=$rc): $(cat "$T/err")"; fi
-}
 
 expect_2 "empty token file" "empty" train --train "$T/empty.tok" --valid "$T/valid.tok" --config "$CFG" --seq 16 --steps 5 --out "$T/x.st"
 expect_2 "vocab mismatch token file vs config" "vocabulary mismatch" train --train "$T/v32.tok" --valid "$T/valid.tok" --config "$CFG" --seq 16 --steps 5 --out "$T/x.st"
