@@ -6,6 +6,7 @@
  * written by one iteration and summed in a fixed order (thread-count independent).
  */
 #include "sl_train.h"
+#include "sl_train_elem.h"
 
 #include <cblas.h>
 #include <json-c/json.h>
@@ -435,20 +436,7 @@ static void attention_forward(float *out, float *att, const float *inp, int B, i
             const float *q = inp + (size_t)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
             float *S = att + ((size_t)b * NH + h) * T * T;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, k, C3, 0.0f, S, T);
-            for (int t = 0; t < T; t++) {
-                float *a = S + (size_t)t * T;
-                float maxv = a[0];
-                for (int t2 = 1; t2 <= t; t2++)
-                    if (a[t2] > maxv) maxv = a[t2];
-                float sum = 0;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    a[t2] = expf(a[t2] - maxv);
-                    sum += a[t2];
-                }
-                float inv = 1.0f / sum;
-                for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
-                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0;
-            }
+            for (int t = 0; t < T; t++) sl_softmax_causal_row(S + (size_t)t * T, t, T);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, S, T, v, C3, 0.0f,
                         out + (size_t)b * T * C + h * hs, C);
         }
@@ -473,54 +461,17 @@ static void attention_backward(float *dinp, float *datt, const float *dout, cons
             float *dS = datt + ((size_t)b * NH + h) * T * T;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, d, C, v, C3, 0.0f, dS, T);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, S, T, d, C, 1.0f, dv, C3);
-            for (int t = 0; t < T; t++) {
-                const float *a = S + (size_t)t * T;
-                float *g = dS + (size_t)t * T;
-                float dot = 0;
-                for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * g[t2];
-                for (int t2 = 0; t2 <= t; t2++) g[t2] = a[t2] * (g[t2] - dot);
-                for (int t2 = t + 1; t2 < T; t2++) g[t2] = 0;
-            }
+            for (int t = 0; t < T; t++) sl_softmax_causal_row_bwd(dS + (size_t)t * T, S + (size_t)t * T, t, T);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, dS, T, k, C3, 1.0f, dq, C3);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, dS, T, q, C3, 1.0f, dk, C3);
         }
-}
-
-#define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
-
-/* tanh through a branch-free expf (Cephes' polynomial on a Cody-Waite reduced argument, round to
- * nearest by the 1.5*2^23 trick) so that the GELU loops vectorise; libm's tanhf made GELU a fifth of
- * the step time. Absolute error ~1e-7, the same order as float rounding of the GELU itself (the
- * gradient test compares against a double reference). The comparisons of the clamp only vectorise
- * without trapping-math (no FP exception flags are ever read here), hence the attribute. */
-#define SL_VECTORISE __attribute__((optimize("no-trapping-math")))
-static inline SL_VECTORISE float tanh_fast(float u)
-{
-    float x = 2.0f * u;
-    x = x < -87.0f ? -87.0f : (x > 87.0f ? 87.0f : x);
-    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union {
-        uint32_t i;
-        float f;
-    } sc = {.i = (uint32_t)((int32_t)n + 127) << 23};
-    float e = p * sc.f; /* exp(2u) */
-    return 1.0f - 2.0f / (1.0f + e);
 }
 
 static SL_VECTORISE void gelu_forward(float *out, const float *inp, size_t N)
 {
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < N; i++) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanh_fast(GELU_SCALE * (x + 0.044715f * x * x * x)));
+        out[i] = sl_gelu(inp[i]);
     }
 }
 
@@ -528,11 +479,7 @@ static SL_VECTORISE void gelu_backward(float *dinp, const float *inp, const floa
 {
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < N; i++) {
-        float x = inp[i];
-        float th = tanh_fast(GELU_SCALE * (x + 0.044715f * x * x * x));
-        float sech2 = 1.0f - th * th;
-        float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] += g * dout[i];
+        dinp[i] += sl_gelu_grad(inp[i]) * dout[i];
     }
 }
 
@@ -789,14 +736,6 @@ void sl_train_adamw(sl_train_model *m, const sl_train_hparams *h, double lr, uin
         float *w = m->params[k], *g = m->grads[k], *mm = m->m + off, *vv = m->v + off;
         float wd = sl_train_tensor_decays(k) ? (float)h->weight_decay : 0.0f;
 #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) {
-            float gi = g[i];
-            float mi = b1 * mm[i] + (1.0f - b1) * gi;
-            float vi = b2 * vv[i] + (1.0f - b2) * gi * gi;
-            mm[i] = mi;
-            vv[i] = vi;
-            float mhat = mi / c1, vhat = vi / c2;
-            w[i] -= lrf * (mhat / (sqrtf(vhat) + eps) + wd * w[i]);
-        }
+        for (size_t i = 0; i < n; i++) sl_adamw_elem(&w[i], g[i], &mm[i], &vv[i], b1, b2, eps, c1, c2, lrf, wd);
     }
 }

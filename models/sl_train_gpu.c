@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sl_train_elem.h"
 #include "sl_train_gpu.h"
 
 #ifdef __CUDACC__
@@ -204,30 +205,6 @@ static int gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A
 /* ---- kernels (one output element per index i) ---- */
 
 #define ROWS_PER_CHUNK 64
-#define GELU_SCALE 0.7978845608028654f
-
-/* sl_train.c's tanh_fast, operation for operation. */
-static SLG_DEV inline float tanh_fast(float u)
-{
-    float x = 2.0f * u;
-    x = x < -87.0f ? -87.0f : (x > 87.0f ? 87.0f : x);
-    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union {
-        uint32_t i;
-        float f;
-    } sc;
-    sc.i = (uint32_t)((int32_t)n + 127) << 23;
-    float e = p * sc.f;
-    return 1.0f - 2.0f / (1.0f + e);
-}
 
 SLG_KERNEL(k_encoder_fwd, (float *out, const int *inp, const float *wte, const float *wpe, int T, int C),
            (out, inp, wte, wpe, T, C))
@@ -372,47 +349,18 @@ SLG_KERNEL(k_colsum_add, (float *out, const float *part, int nchunks, int cols),
 SLG_KERNEL(k_bias_fill, (float *out, const float *bias, int OC), (out, bias, OC)) { out[i] = bias[i % (size_t)OC]; }
 
 /* Row i of the (B*NH*T, T) scores: causal softmax in place, zero above the diagonal. */
-SLG_KERNEL(k_softmax_causal, (float *att, int T), (att, T))
-{
-    int t = (int)(i % (size_t)T);
-    float *a = att + i * T;
-    float maxv = a[0];
-    for (int t2 = 1; t2 <= t; t2++)
-        if (a[t2] > maxv) maxv = a[t2];
-    float sum = 0;
-    for (int t2 = 0; t2 <= t; t2++) {
-        a[t2] = expf(a[t2] - maxv);
-        sum += a[t2];
-    }
-    float inv = 1.0f / sum;
-    for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
-    for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0;
-}
+SLG_KERNEL(k_softmax_causal, (float *att, int T), (att, T)) { sl_softmax_causal_row(att + i * T, (int)(i % (size_t)T), T); }
 
 SLG_KERNEL(k_softmax_causal_bwd, (float *dS, const float *S, int T), (dS, S, T))
 {
-    int t = (int)(i % (size_t)T);
-    const float *a = S + i * T;
-    float *g = dS + i * T;
-    float dot = 0;
-    for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * g[t2];
-    for (int t2 = 0; t2 <= t; t2++) g[t2] = a[t2] * (g[t2] - dot);
-    for (int t2 = t + 1; t2 < T; t2++) g[t2] = 0;
+    sl_softmax_causal_row_bwd(dS + i * T, S + i * T, (int)(i % (size_t)T), T);
 }
 
-SLG_KERNEL(k_gelu_fwd, (float *out, const float *inp), (out, inp))
-{
-    float x = inp[i];
-    out[i] = 0.5f * x * (1.0f + tanh_fast(GELU_SCALE * (x + 0.044715f * x * x * x)));
-}
+SLG_KERNEL(k_gelu_fwd, (float *out, const float *inp), (out, inp)) { out[i] = sl_gelu(inp[i]); }
 
 SLG_KERNEL(k_gelu_bwd, (float *dinp, const float *inp, const float *dout), (dinp, inp, dout))
 {
-    float x = inp[i];
-    float th = tanh_fast(GELU_SCALE * (x + 0.044715f * x * x * x));
-    float sech2 = 1.0f - th * th;
-    float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-    dinp[i] += g * dout[i];
+    dinp[i] += sl_gelu_grad(inp[i]) * dout[i];
 }
 
 SLG_KERNEL(k_add, (float *out, const float *a, const float *b), (out, a, b)) { out[i] = a[i] + b[i]; }
@@ -541,13 +489,7 @@ SLG_KERNEL(k_adamw,
             float wd),
            (w, g, mm, vv, b1, b2, eps, c1, c2, lr, wd))
 {
-    float gi = g[i];
-    float mi = b1 * mm[i] + (1.0f - b1) * gi;
-    float vi = b2 * vv[i] + (1.0f - b2) * gi * gi;
-    mm[i] = mi;
-    vv[i] = vi;
-    float mhat = mi / c1, vhat = vi / c2;
-    w[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * w[i]);
+    sl_adamw_elem(&w[i], g[i], &mm[i], &vv[i], b1, b2, eps, c1, c2, lr, wd);
 }
 
 /* ---- the model ---- */
@@ -561,7 +503,7 @@ enum {
 struct sl_gpu_model {
     sl_train_config cfg;
     int B, T, with_grads;
-    size_t psize[SL_TP_N], n_params;
+    size_t psize[SL_TP_N], poff[SL_TP_N], n_params; /* floats per tensor, offsets in params_mem order */
     size_t asize[A_N];
     float *params, *grads, *m, *v;
     float *acts[A_N], *dacts[A_N];
@@ -649,7 +591,10 @@ static sl_gpu_model *create(const sl_train_config *cfg, int B, int T, int with_g
     g->T = T;
     g->with_grads = with_grads;
     sl_train_param_sizes(cfg, g->psize);
-    for (int k = 0; k < SL_TP_N; k++) g->n_params += g->psize[k];
+    for (int k = 0; k < SL_TP_N; k++) {
+        g->poff[k] = g->n_params;
+        g->n_params += g->psize[k];
+    }
     act_sizes(cfg, B, T, g->asize);
     size_t BT = (size_t)B * T, V = (size_t)cfg->vocab_size, C = (size_t)cfg->d_model, F = (size_t)cfg->d_ff;
     size_t cols = 3 * C > F ? 3 * C : F, nb = (g->n_params + NORM_CHUNK - 1) / NORM_CHUNK;
@@ -719,12 +664,7 @@ static int get_logits(sl_gpu_model *g, float *logits, int B, int T)
     return to_host(logits, g->acts[A_LOGITS], (size_t)B * T * g->cfg.vocab_size * sizeof(float));
 }
 
-static float *param(sl_gpu_model *g, float *base, int t)
-{
-    size_t off = 0;
-    for (int k = 0; k < t; k++) off += g->psize[k];
-    return g->psize[t] ? base + off : NULL;
-}
+static float *param(sl_gpu_model *g, float *base, int t) { return g->psize[t] ? base + g->poff[t] : NULL; }
 
 static int check_shape(sl_gpu_model *g, int B, int T)
 {
@@ -995,13 +935,11 @@ static int adamw(sl_gpu_model *g, const sl_train_hparams *h, double lr, uint64_t
     if (!g->grads) return fail("adamw on a model without gradients");
     float b1 = (float)h->beta1, b2 = (float)h->beta2, eps = (float)h->eps;
     float c1 = (float)(1.0 - pow(h->beta1, (double)t)), c2 = (float)(1.0 - pow(h->beta2, (double)t));
-    size_t off = 0;
     for (int k = 0; k < SL_TP_N; k++) {
-        size_t n = g->psize[k];
+        size_t n = g->psize[k], o = g->poff[k];
         float wd = sl_train_tensor_decays(k) ? (float)h->weight_decay : 0.0f;
-        if (n && k_adamw(n, g->params + off, g->grads + off, g->m + off, g->v + off, b1, b2, eps, c1, c2, (float)lr, wd))
+        if (n && k_adamw(n, g->params + o, g->grads + o, g->m + o, g->v + o, b1, b2, eps, c1, c2, (float)lr, wd))
             return -1;
-        off += n;
     }
     return 0;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # eval_family.sh: validation bits per byte of every shipped model on each domain, teacher-forced
 # (`speclab eval`, 64 windows of 256 tokens per domain: the trainer's validation windows), into
-# models/family/eval.csv. Run after data/fetch.sh, data/tokenize.sh and make.
+# FAMILY/eval.csv (family_lib.sh). Run after data/fetch.sh, data/tokenize.sh and make.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 S=${SPECLAB:-build/speclab}

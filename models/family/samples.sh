@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# samples.sh: a few sampled texts from every shipped model, into models/family/samples.md.
+# samples.sh: a few sampled texts from every shipped model, into FAMILY/samples.md (family_lib.sh).
 # Each model samples alone: `speclab generate --target M --draft M --gamma 1` (draft = target, so
 # every draft is accepted and the text is distributed exactly as M's own samples), temperature 1,
 # seed 1, 48 tokens after the first held-out prompt of each domain (data/prompts/, escapes undone).
