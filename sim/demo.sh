@@ -54,14 +54,14 @@ T=$(mktemp -d)
 rm -rf "$T"
 
 echo
-echo "== the shipped family: the 5.85M-parameter target with its distilled draft, real speculative decoding =="
-"$S" generate --target models/family/target.safetensors --draft models/family/draft-m-distilled.safetensors \
+echo "== the shipped family: the 27.4M-parameter target with its distilled 0.95M draft, real speculative decoding =="
+"$S" generate --target models/family/target.safetensors --draft models/family/draft-s-distilled.safetensors \
   --gamma 4 --prompt "In the beginning" --tokens 48 --seed 1
 echo
 echo "== measure + analyze on the shipped family: alpha of the distilled draft on 8 prose prompts =="
 F=$(mktemp -d)
 head -n 8 data/prompts/prose.txt > "$F/prompts.txt"
-"$S" measure --target models/family/target.safetensors --draft models/family/draft-m-distilled.safetensors \
+"$S" measure --target models/family/target.safetensors --draft models/family/draft-s-distilled.safetensors \
   --prompts "$F/prompts.txt" --tokens 64 --seed 1 --out "$F/family.h5" >/dev/null
 "$S" analyze "$F/family.h5" --c 0.17 --gamma-max 8 > "$F/report.txt"
 awk '$0 == "# summary" { on = 1 } on && /^$/ { exit } on' "$F/report.txt"

@@ -4,8 +4,9 @@
 # family: checks that every row's model and log exist first (nothing is touched otherwise), removes
 # the shipped transformers that the recipe does not name, copies NAME.safetensors and NAME.csv
 # (training log) into models/family/, makes RECIPE models/family/recipe.tsv (the old one is kept as
-# recipe-previous.tsv), then evaluates (eval_family.sh), samples (samples.sh) and checks the
-# quality order (check_order.py; its exit status is this script's).
+# recipe-previous.tsv), then evaluates (eval_family.sh), samples (samples.sh), measures the α that
+# distillation gained (distill_gain.sh, with the unshipped KL stage from SRC) and checks the quality
+# order (check_order.py; its exit status is this script's).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${1:?usage: install_family.sh SRC [RECIPE]}
@@ -26,4 +27,5 @@ done
 [ "$NEW" -ef models/family/recipe.tsv ] || { cp models/family/recipe.tsv models/family/recipe-previous.tsv; cp "$NEW" models/family/recipe.tsv; }
 bash models/family/eval_family.sh
 bash models/family/samples.sh
+bash models/family/distill_gain.sh "$SRC/$(awk '!/^#/ && NF && $2 == "finetune" {print $11; exit}' models/family/recipe.tsv).safetensors"
 /usr/bin/python3 models/family/check_order.py models/family/eval.csv models/family/recipe.tsv
