@@ -63,6 +63,6 @@ F=$(mktemp -d)
 head -n 8 data/prompts/prose.txt > "$F/prompts.txt"
 "$S" measure --target models/family/target.safetensors --draft models/family/draft-s-distilled.safetensors \
   --prompts "$F/prompts.txt" --tokens 64 --seed 1 --out "$F/family.h5" >/dev/null
-"$S" analyze "$F/family.h5" --c 0.17 --gamma-max 8 > "$F/report.txt"
+"$S" analyze "$F/family.h5" --c 0.05 --gamma-max 8 > "$F/report.txt"
 awk '$0 == "# summary" { on = 1 } on && /^$/ { exit } on' "$F/report.txt"
 rm -rf "$F"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # install_family.sh SRC [RECIPE]: makes the models trained from RECIPE (default
-# models/family/recipe-gpu.tsv) into SRC (train_gpu.sh's OUT, e.g. models/family/out-gpu) the shipped
+# models/family/recipe.tsv) into SRC (train_gpu.sh's OUT, e.g. models/family/out-gpu) the shipped
 # family: checks that every row's model and log exist first (nothing is touched otherwise), removes
 # the shipped transformers that the recipe does not name, copies NAME.safetensors and NAME.csv
 # (training log) into models/family/, makes RECIPE models/family/recipe.tsv (the old one is kept as
@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${1:?usage: install_family.sh SRC [RECIPE]}
-NEW=${2:-models/family/recipe-gpu.tsv}
+NEW=${2:-models/family/recipe.tsv}
 names=$(grep -v '^#' "$NEW" | awk 'NF {print $1}')
 for n in $names; do
   for f in "$SRC/$n.safetensors" "$SRC/$n.csv"; do [ -f "$f" ] || { echo "install_family: missing $f" >&2; exit 2; }; done

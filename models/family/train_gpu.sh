@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# train_gpu.sh: the family of models/family/recipe-gpu.tsv on one GPU, in two phases:
+# train_gpu.sh: the family of models/family/recipe.tsv on one GPU, in two phases:
 #   models/family/train_gpu.sh a      the target, alone (processes sharing a GPU are time-sliced,
 #                                     which slowed the target 6x beside eight others in session 4)
 #   models/family/train_gpu.sh b      draft-l, draft-m, -s, -xs, -xxs and the distilled draft
@@ -13,7 +13,7 @@
 # about 7.5 min).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-export RECIPE=${RECIPE:-models/family/recipe-gpu.tsv} OUT=${OUT:-models/family/out-gpu}
+export RECIPE=${RECIPE:-models/family/recipe.tsv} OUT=${OUT:-models/family/out-gpu}
 export SPECLAB=${SPECLAB:-build/speclab} OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 mkdir -p "$OUT"
 # together STAGE...: the train_family.sh stages at once; fails if any fails.
