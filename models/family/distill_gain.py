@@ -6,7 +6,7 @@
 `speclab measure` logs) and its paired difference from TWIN's α: the logs share seed and prompts, so
 the target generated the same tokens for every draft (checked: exit 2 otherwise) and the difference
 is taken per prompt (mean β per prompt), with a percentile bootstrap CI over prompts (10 000
-resamples, seed 1, 95%)."""
+resamples, seed 1, 95%). Bad input (a missing or foreign file, unpaired logs): one line, exit 2."""
 import csv
 import sys
 
@@ -15,14 +15,27 @@ import numpy as np
 B, LEVEL = 10000, 0.95
 
 
+def fail(msg):
+    print("distill_gain: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
 def per_prompt(path):
     import h5py
-    with h5py.File(path, "r") as f:
-        seq = f["positions/sequence"][:]
-        beta = f["positions/beta"][:]
-        tok = f["positions/token"][:]
+    try:
+        with h5py.File(path, "r") as f:
+            seq = f["positions/sequence"][:]
+            beta = f["positions/beta"][:]
+            tok = f["positions/token"][:]
+    except (OSError, KeyError) as e:
+        fail("%s: not a speclab measure log (%s)" % (path, e))
+    if len(seq) == 0 or not np.all(np.isfinite(beta)) or beta.min() < 0 or beta.max() > 1 + 1e-9:
+        fail("%s: no rows, or a beta outside [0, 1]" % path)
     n = int(seq.max()) + 1
-    return np.bincount(seq, beta, n) / np.bincount(seq, None, n), tok
+    cnt = np.bincount(seq, None, n)
+    if np.any(cnt == 0):
+        fail("%s: a sequence without rows" % path)
+    return np.bincount(seq, beta, n) / cnt, tok
 
 
 def ci(x, rng):
@@ -57,7 +70,7 @@ def main():
             for n in names:
                 a, tok = per_prompt("%s/%s.%s.t%s.h5" % (d, n, dom, t))
                 if not np.array_equal(tok, btok):
-                    sys.exit("distill_gain: %s and %s logs hold different target text (%s, T=%s)" % (n, twin, dom, t))
+                    fail("%s and %s logs hold different target text (%s, T=%s): not paired" % (n, twin, dom, t))
                 rng = np.random.default_rng(1)
                 lo, hi = ci(a, rng)
                 dlo, dhi = ci(a - base, rng)

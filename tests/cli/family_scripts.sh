@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The family's checking scripts on made-up inputs whose answers are known:
+# models/family/distill_gain.py (paired alpha difference) against numpy computed here from the same
+# logs, a draft against itself (difference exactly 0, CI [0, 0]), unpaired logs (exit 2, one line);
+# models/family/check_order.py on an eval table in order (exit 0) and with one pair swapped, a
+# distilled draft whose alpha CI reaches 0, and no distill_gain.csv (each exit 1 naming the failure).
+. "$(dirname "$0")/lib/cli_common.sh"
+PY=/usr/bin/python3
+D=models/family
+# Two synthetic drafts of one target (same seed: the same target text), a third log with another seed.
+for spec in twin:1.5:3 good:0.5:3 other:0.5:4; do
+  IFS=: read -r name noise seed <<<"$spec"
+  for dom in prose code; do for t in 1 0; do
+    "$S" measure --synthetic noisy --noise "$noise" --vocab 64 --tokens 40 --sequences 12 --seed "$seed" \
+      --temperature "$t" --dist none --out "$T/$name.$dom.t$t.h5" > /dev/null || bad "measure $spec"
+  done; done
+done
+$PY $D/distill_gain.py "$T" twin "twin=x good=y" > "$T/gain.csv" && ok "distill_gain runs" || bad "distill_gain runs"
+$PY - "$T" <<'PYEOF' && ok "distill_gain: alpha and paired difference equal numpy's; twin vs itself 0 [0, 0]" || bad "distill_gain values"
+import csv, sys, h5py, numpy as np
+d = sys.argv[1]
+def per(p):
+    f = h5py.File(p, "r")["positions"]
+    s, b = f["sequence"][:], f["beta"][:]
+    return np.array([b[s == k].mean() for k in range(s.max() + 1)])
+rows = list(csv.DictReader(open(d + "/gain.csv")))
+assert len(rows) == 8, len(rows)
+for r in rows:
+    a = per("%s/%s.%s.t%s.h5" % (d, r["model"], r["domain"], r["temperature"]))
+    t = per("%s/twin.%s.t%s.h5" % (d, r["domain"], r["temperature"]))
+    # 4 decimals in the CSV: agreement to 6e-5 (rounding), CI must hold the estimate
+    assert abs(float(r["alpha"]) - a.mean()) < 6e-5 and abs(float(r["diff"]) - (a - t).mean()) < 6e-5, r
+    assert float(r["alpha_lo"]) <= float(r["alpha"]) <= float(r["alpha_hi"]), r
+    if r["model"] == "twin":
+        assert float(r["diff"]) == float(r["diff_lo"]) == float(r["diff_hi"]) == 0, r
+    else:  # noise 0.5 against 1.5: the better draft by a wide margin (about +0.3 at T = 1)
+        assert float(r["diff_lo"]) > 0.05, r
+PYEOF
+for f in "$T"/other.*; do mv "$f" "${f/other/unpaired}"; done
+$PY $D/distill_gain.py "$T" twin "twin=x unpaired=y" > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -q 'different target text' "$T/err" \
+  && ok "distill_gain: unpaired logs exit 2" || bad "distill_gain unpaired (rc=$rc): $(cat "$T/err")"
+echo garbage > "$T/twin.prose.t1.h5"
+$PY $D/distill_gain.py "$T" twin "twin=x good=y" > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && ok "distill_gain: a non-HDF5 log exits 2" || bad "distill_gain garbage (rc=$rc): $(cat "$T/err")"
+
+# check_order.py: a three-draft family with a distilled draft (shape of draft-b).
+mkdir -p "$T/fam"
+cat > "$T/fam/recipe.tsv" <<'R'
+# test recipe
+tgt	target	4	4	64	256	1e-3	1	2	10	-
+draft-a	base	2	4	64	256	1e-3	2	2	10	-
+draft-b	small	1	2	32	128	1e-3	3	2	10	-
+draft-b-kl	distill	1	2	32	128	1e-3	3	2	9	tgt
+draft-b-dist	finetune	1	2	32	128	1e-3	3	2	1	draft-b-kl
+R
+eval_csv() {  # values: tgt a b dist bigram unigram (bits per byte, same on both domains)
+  echo "model,domain,params,bits_per_token,bits_per_byte"
+  for d in prose code; do
+    echo "tgt,$d,300,1,$1"; echo "draft-a,$d,200,1,$2"; echo "draft-b,$d,20,1,$3"; echo "draft-b-dist,$d,20,1,$4"
+    echo "bigram,$d,,1,$5"; echo "unigram,$d,,1,$6"
+  done
+}
+gain_csv() {  # diff_lo of the distilled draft
+  echo "model,twin,domain,temperature,prompts,alpha,alpha_lo,alpha_hi,diff,diff_lo,diff_hi"
+  for d in prose code; do echo "draft-b-dist,draft-b,$d,1,96,0.6,0.58,0.62,0.05,$1,0.07"; done
+}
+eval_csv 1.5 1.6 1.7 1.9 2.1 3.1 > "$T/fam/eval.csv"; gain_csv 0.03 > "$T/fam/distill_gain.csv"
+$PY $D/check_order.py "$T/fam/eval.csv" "$T/fam/recipe.tsv" > "$T/out"; rc=$?
+[ $rc -eq 0 ] && grep -q 'drafts span 10x' "$T/out" && [ "$(grep -c '^ok' "$T/out")" -eq 10 ] \
+  && ok "check_order: a family in order passes (distilled judged on alpha, not its worse bits/byte)" || bad "check_order in order (rc=$rc)"
+eval_csv 1.5 1.75 1.7 1.9 2.1 3.1 > "$T/fam/eval.csv"
+$PY $D/check_order.py "$T/fam/eval.csv" "$T/fam/recipe.tsv" > "$T/out"; rc=$?
+[ $rc -eq 1 ] && grep -q '^FAIL  prose  draft-a' "$T/out" && ok "check_order: a larger draft worse than a smaller one fails" || bad "check_order swapped (rc=$rc)"
+eval_csv 1.5 1.6 1.7 1.9 2.1 3.1 > "$T/fam/eval.csv"; gain_csv -0.001 > "$T/fam/distill_gain.csv"
+$PY $D/check_order.py "$T/fam/eval.csv" "$T/fam/recipe.tsv" > "$T/out"; rc=$?
+[ $rc -eq 1 ] && grep -q '^FAIL  prose  draft-b-dist' "$T/out" && ok "check_order: a distillation gain whose CI reaches 0 fails" || bad "check_order gain (rc=$rc)"
+rm "$T/fam/distill_gain.csv"
+$PY $D/check_order.py "$T/fam/eval.csv" "$T/fam/recipe.tsv" > "$T/out"; rc=$?
+[ $rc -eq 1 ] && grep -q 'distill_gain.csv absent' "$T/out" && ok "check_order: no distill_gain.csv fails" || bad "check_order absent (rc=$rc)"
+exit $fail
