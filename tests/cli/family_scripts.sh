@@ -3,7 +3,9 @@
 # models/family/distill_gain.py (paired alpha difference) against numpy computed here from the same
 # logs, a draft against itself (difference exactly 0, CI [0, 0]), unpaired logs (exit 2, one line);
 # models/family/check_order.py on an eval table in order (exit 0) and with one pair swapped, a
-# distilled draft whose alpha CI reaches 0, and no distill_gain.csv (each exit 1 naming the failure).
+# distilled draft whose alpha CI reaches 0, and no distill_gain.csv (each exit 1 naming the failure);
+# models/family/compare_weights.py on a model and itself, two seeds of one config (against numpy on
+# the raw f16 values), and two configs (exit 2).
 . "$(dirname "$0")/lib/cli_common.sh"
 PY=/usr/bin/python3
 D=models/family
@@ -78,4 +80,31 @@ $PY $D/check_order.py "$T/fam/eval.csv" "$T/fam/recipe.tsv" > "$T/out"; rc=$?
 rm "$T/fam/distill_gain.csv"
 $PY $D/check_order.py "$T/fam/eval.csv" "$T/fam/recipe.tsv" > "$T/out"; rc=$?
 [ $rc -eq 1 ] && grep -q 'distill_gain.csv absent' "$T/out" && ok "check_order: no distill_gain.csv fails" || bad "check_order absent (rc=$rc)"
+
+# compare_weights.py
+cfg='{"vocab_size":64,"n_layer":1,"n_head":2,"d_model":16,"d_ff":32,"max_seq_len":16}'
+"$S" model init --arch gpt2 --config "$cfg" --seed 1 --dtype f16 --out "$T/w1.st" > /dev/null
+"$S" model init --arch gpt2 --config "$cfg" --seed 2 --dtype f16 --out "$T/w2.st" > /dev/null
+"$S" model init --arch gpt2 --config "${cfg/\"d_model\":16/\"d_model\":32}" --seed 1 --dtype f16 --out "$T/w3.st" > /dev/null
+$PY $D/compare_weights.py "$T/w1.st" "$T/w1.st" > "$T/out" && head -1 "$T/out" | grep -q 'payload identical' \
+  && [ "$(awk 'NR > 2 && $3 != "1.0000"' "$T/out" | wc -l)" -eq 0 ] && ok "compare_weights: a model against itself is identical" \
+  || bad "compare_weights self: $(head -3 "$T/out")"
+$PY $D/compare_weights.py "$T/w1.st" "$T/w2.st" > "$T/out" && head -1 "$T/out" | grep -q 'payload differs' \
+  && $PY - "$T" <<'PYEOF' && ok "compare_weights: two seeds, identical shares and max |diff| equal numpy's" || bad "compare_weights seeds"
+import json, struct, sys, numpy as np
+d = sys.argv[1]
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    dt = {"F16": np.float16, "F32": np.float32}  # init writes matrices f16, vectors f32
+    return {k: np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dt[v["dtype"]]).astype(float)
+            for k, v in h.items() if k != "__metadata__"}
+a, b = load(d + "/w1.st"), load(d + "/w2.st")
+rows = {l.split()[0]: l.split() for l in open(d + "/out").read().splitlines()[2:]}
+assert sorted(rows) == sorted(a)
+for k in a:  # printed with 4 decimals / 4 significant digits
+    assert abs(float(rows[k][2]) - (a[k] == b[k]).mean()) < 1e-4, k
+    assert abs(float(rows[k][3]) - np.abs(a[k] - b[k]).max()) <= 1e-3 * np.abs(a[k] - b[k]).max() + 1e-300, k
+PYEOF
+$PY $D/compare_weights.py "$T/w1.st" "$T/w3.st" > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && ok "compare_weights: different shapes exit 2" || bad "compare_weights shapes (rc=$rc): $(cat "$T/err")"
 exit $fail
