@@ -2,14 +2,16 @@
 # samples.sh: a few sampled texts from every shipped model, into FAMILY/samples.md (family_lib.sh).
 # Each model samples alone: `speclab generate --target M --draft M --gamma 1` (draft = target, so
 # every draft is accepted and the text is distributed exactly as M's own samples), temperature 1,
-# seed 1, 48 tokens after the first held-out prompt of each domain (data/prompts/, escapes undone).
+# seed 1, 64 tokens after two held-out prompts of each domain (lines PROMPTS of data/prompts/,
+# escapes undone): four texts per model.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 S=${SPECLAB:-build/speclab}
 . models/family/family_lib.sh
 out=$FAMILY/samples.md
 tmp=$out.tmp
-N=48
+N=64
+PROMPTS=${PROMPTS:-3 7}
 prompt() { head -n "$2" "data/prompts/$1.txt" | tail -n 1 | /usr/bin/python3 -c 'import sys; s=sys.stdin.read().rstrip("\n"); print(s.encode().decode("unicode_escape") if "\\n" in s else s, end="")'; }
 {
   echo "# Samples from the shipped family"
@@ -17,11 +19,11 @@ prompt() { head -n "$2" "data/prompts/$1.txt" | tail -n 1 | /usr/bin/python3 -c 
   echo "Made by \`bash models/family/samples.sh\`: each model samples alone (\`speclab generate --target M"
   echo "--draft M --gamma 1\`, so the text is distributed as M's own samples), temperature 1, seed 1,"
   echo "$N tokens after a held-out prompt (\`data/prompts/\`, never in the training split). The prompt is"
-  echo "shown once per domain; the model's continuation follows it in each block."
-  for d in prose code; do
-    p=$(prompt "$d" 3)
+  echo "shown once; the model's continuation follows it in each block."
+  for d in prose code; do for k in $PROMPTS; do
+    p=$(prompt "$d" "$k")
     echo
-    echo "## $d"
+    echo "## $d, prompt $k"
     echo
     echo "Prompt:"
     echo
@@ -37,7 +39,7 @@ prompt() { head -n "$2" "data/prompts/$1.txt" | tail -n 1 | /usr/bin/python3 -c 
         --tokens $N --seed 1 --eos -1 | awk '/^# acceptance/ {exit} {print}' | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}'
       echo '```'
     done
-  done
+  done; done
 } > "$tmp"
 mv "$tmp" "$out"
 echo "wrote $out"
