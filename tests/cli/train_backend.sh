@@ -7,19 +7,7 @@
 set -u
 . "$(dirname "$0")/lib/cli_common.sh"
 
-/usr/bin/python3 - "$T" <<'PY'
-import struct, sys, random
-t = sys.argv[1]
-random.seed(5)
-def w(path, ids, V):
-    with open(path, "wb") as f:
-        f.write(b"SLTOK\0\0\x01" + struct.pack("<IIQ", V, 2, len(ids)) + struct.pack("<%dH" % len(ids), *ids))
-pat = [random.randrange(64) for _ in range(31)]
-ids = pat * 200
-for i in range(0, len(ids), 5): ids[i] = random.randrange(64)
-w(t + "/train.tok", ids, 64)
-w(t + "/valid.tok", (pat * 20)[2:], 64)
-PY
+/usr/bin/python3 "$(dirname "$0")/lib/pattern_tok.py" "$T" 5 31 200 5 2
 CFG='{"n_layer":2,"n_head":2,"d_model":32,"d_ff":64,"max_seq_len":16,"vocab_size":64}'
 RUN=(train --train "$T/train.tok" --valid "$T/valid.tok" --config "$CFG" --batch 8 --seq 16 --lr 3e-3 --warmup 4
      --seed 9 --eval-batches 2 --steps 24 --eval-every 6)

@@ -5,20 +5,12 @@
 set -u
 . "$(dirname "$0")/lib/cli_common.sh"
 
-/usr/bin/python3 - "$T" <<'PY'
-import struct, sys, random
-t = sys.argv[1]
-random.seed(4)
-def w(path, ids, V):
-    with open(path, "wb") as f:
-        f.write(b"SLTOK\0\0\x01" + struct.pack("<IIQ", V, 2, len(ids)) + struct.pack("<%dH" % len(ids), *ids))
-pat = [random.randrange(64) for _ in range(29)]
-ids = pat * 300
-for i in range(0, len(ids), 7): ids[i] = random.randrange(64)
-w(t + "/train.tok", ids, 64)
-w(t + "/valid.tok", (pat * 20)[3:], 64)
-w(t + "/v32.tok", [i % 32 for i in range(500)], 32)
-open(t + "/empty.tok", "wb").close()
+/usr/bin/python3 "$(dirname "$0")/lib/pattern_tok.py" "$T" 4 29 300 7 3
+PYTHONPATH="$(dirname "$0")/lib" /usr/bin/python3 - "$T" <<'PY'
+import sys
+from pattern_tok import write_tok
+write_tok(sys.argv[1] + "/v32.tok", [i % 32 for i in range(500)], 32)
+open(sys.argv[1] + "/empty.tok", "wb").close()
 PY
 CFG='{"n_layer":2,"n_head":2,"d_model":32,"d_ff":64,"max_seq_len":16,"vocab_size":64}'
 BASE=(--train "$T/train.tok" --valid "$T/valid.tok" --batch 8 --seq 16 --lr 3e-3 --warmup 5 --seed 9 --eval-batches 2)
