@@ -6,16 +6,22 @@ unigram; and the distilled draft better than its data-only twin (same shape) whe
 aims: in α against the target, the paired 95% CI of the difference above 0 in every domain and
 temperature of models/family/distill_gain.csv (distill_gain.sh; bits per byte of the two are printed
 for information only, since the total-variation objective trades likelihood of the data for
-acceptance). Prints one line per comparison and exits 1 if any fails."""
-import os
+acceptance). Prints one line per comparison and exits 1 if any fails; an unreadable or malformed
+table or recipe: one line, exit 2."""
 import csv
+import os
 import sys
 
 ev = sys.argv[1] if len(sys.argv) > 1 else "models/family/eval.csv"
 recipe = sys.argv[2] if len(sys.argv) > 2 else "models/family/recipe.tsv"
-rows = list(csv.DictReader(open(ev)))
-bpb = {(r["model"], r["domain"]): float(r["bits_per_byte"]) for r in rows}
-params = {r["model"]: int(r["params"] or 0) for r in rows}
+try:
+    rows = list(csv.DictReader(open(ev)))
+    bpb = {(r["model"], r["domain"]): float(r["bits_per_byte"]) for r in rows}
+    params = {r["model"]: int(r["params"] or 0) for r in rows}
+    open(recipe).close()
+except (OSError, KeyError, TypeError, ValueError) as e:
+    print("check_order: cannot read %s or %s: %s" % (ev, recipe, e), file=sys.stderr)
+    sys.exit(2)
 stage, shape = {}, {}
 for line in open(recipe):
     f = line.split()
@@ -45,7 +51,18 @@ if fin and not os.path.exists(gain):
     bad += 1
     print("FAIL  %s absent (models/family/distill_gain.sh)" % gain)
 elif fin:
-    for r in csv.DictReader(open(gain)):
+    try:
+        gain_rows = list(csv.DictReader(open(gain)))
+        for r in gain_rows:
+            float(r["alpha"]), float(r["diff"]), float(r["diff_lo"]), float(r["diff_hi"])
+    except (OSError, KeyError, TypeError, ValueError) as e:
+        print("check_order: cannot read %s: %s" % (gain, e), file=sys.stderr)
+        sys.exit(2)
+    for m in fin:
+        if not any(r["model"] == m for r in gain_rows):
+            bad += 1
+            print("FAIL  %s has no row in %s" % (m, gain))
+    for r in gain_rows:
         if r["model"] in fin:
             ok = float(r["diff_lo"]) > 0
             bad += not ok

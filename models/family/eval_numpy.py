@@ -25,10 +25,18 @@ from make_ref_logits import NumpyNS, forward, read_safetensors  # noqa: E402
 K, C, TOL = 64, 256, 1e-5
 
 
+def fail(msg):
+    print("eval_numpy: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
 def read_tok(path):
-    b = open(path, "rb").read()
+    try:
+        b = open(path, "rb").read()
+    except OSError as e:
+        fail("%s: %s (data/fetch.sh and data/tokenize.sh make it)" % (path, e.strerror))
     if b[:8] != b"SLTOK\0\0\1":
-        sys.exit("eval_numpy: %s is not a token file" % path)
+        fail("%s is not a token file" % path)
     _, bpi, n = struct.unpack("<IIQ", b[8:24])
     return np.frombuffer(b[24:24 + n * bpi], dtype="<u2" if bpi == 2 else "<u4").astype(np.int64)
 
@@ -50,6 +58,8 @@ def main():
     bad = 0
     for m in sys.argv[1:] or ["target"]:
         path = os.path.join(HERE, m + ".safetensors")
+        if not os.path.isfile(path):
+            fail("no shipped model %s (%s)" % (m, path))
         meta, w = read_safetensors(path)
         for d in ("prose", "code"):
             tok = os.path.join(ROOT, "data", "corpus", d + ".valid.tok")

@@ -80,6 +80,16 @@ $PY $D/check_order.py "$T/fam/eval.csv" "$T/fam/recipe.tsv" > "$T/out"; rc=$?
 rm "$T/fam/distill_gain.csv"
 $PY $D/check_order.py "$T/fam/eval.csv" "$T/fam/recipe.tsv" > "$T/out"; rc=$?
 [ $rc -eq 1 ] && grep -q 'distill_gain.csv absent' "$T/out" && ok "check_order: no distill_gain.csv fails" || bad "check_order absent (rc=$rc)"
+gain_csv 0.03 | head -1 > "$T/fam/distill_gain.csv"
+$PY $D/check_order.py "$T/fam/eval.csv" "$T/fam/recipe.tsv" > "$T/out"; rc=$?
+[ $rc -eq 1 ] && grep -q 'draft-b-dist has no row' "$T/out" && ok "check_order: a distill_gain.csv without the distilled draft fails" || bad "check_order no rows (rc=$rc)"
+{ gain_csv 0.03 | head -1; echo "draft-b-dist,draft-b,prose"; } > "$T/fam/distill_gain.csv"
+$PY $D/check_order.py "$T/fam/eval.csv" "$T/fam/recipe.tsv" > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && ok "check_order: a malformed distill_gain.csv exits 2" || bad "check_order malformed gain (rc=$rc): $(cat "$T/err")"
+$PY $D/check_order.py "$T/fam/none.csv" "$T/fam/recipe.tsv" > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && ok "check_order: a missing eval table exits 2" || bad "check_order missing (rc=$rc): $(cat "$T/err")"
+$PY $D/eval_numpy.py no-such-model > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && ok "eval_numpy: an unknown model exits 2" || bad "eval_numpy unknown (rc=$rc): $(cat "$T/err")"
 
 # compare_weights.py
 cfg='{"vocab_size":64,"n_layer":1,"n_head":2,"d_model":16,"d_ff":32,"max_seq_len":16}'
@@ -107,4 +117,7 @@ for k in a:  # printed with 4 decimals / 4 significant digits
 PYEOF
 $PY $D/compare_weights.py "$T/w1.st" "$T/w3.st" > /dev/null 2> "$T/err"; rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && ok "compare_weights: different shapes exit 2" || bad "compare_weights shapes (rc=$rc): $(cat "$T/err")"
+printf 'garbage' > "$T/w4.st"
+$PY $D/compare_weights.py "$T/w1.st" "$T/w4.st" > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && ok "compare_weights: a non-safetensors file exits 2" || bad "compare_weights garbage (rc=$rc): $(cat "$T/err")"
 exit $fail
