@@ -77,8 +77,9 @@ $(LIB): $(LIB_OBJ)
 $(BIN): $(CLI_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) -Wl,--whole-archive $(LIB) -Wl,--no-whole-archive $(LDLIBS)
 
-$(TEST_BIN): $(TEST_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIB) -lcriterion $(LDLIBS)
+# The option registry (sim/cli/sl_cli.c) is CLI code, linked into the tests on its own.
+$(TEST_BIN): $(TEST_OBJ) $(BUILD)/sim/cli/sl_cli.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(BUILD)/sim/cli/sl_cli.o $(LIB) -lcriterion $(LDLIBS)
 
 $(BUILD)/bench/%: tests/bench/%.c $(LIB) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)

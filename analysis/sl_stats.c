@@ -704,3 +704,25 @@ double sl_stats_power_at_n(double n, double delta, double df, double a)
 {
     return sl_stats_power(4 * n * delta * delta, df, a);
 }
+
+double sl_stats_quantile_sorted(const double *x, size_t n, double q)
+{
+    if (n == 0) return NAN;
+    double h = q * (double)(n - 1);
+    size_t i = (size_t)floor(h);
+    if (i + 1 >= n) return x[n - 1];
+    return x[i] + (h - (double)i) * (x[i + 1] - x[i]);
+}
+
+double sl_stats_quantile(double *x, size_t n, double q)
+{
+    qsort(x, n, sizeof *x, cmp_double);
+    return sl_stats_quantile_sorted(x, n, q);
+}
+
+void sl_stats_percentile_ci(double *x, size_t n, double level, double *lo, double *hi)
+{
+    qsort(x, n, sizeof *x, cmp_double);
+    *lo = sl_stats_quantile_sorted(x, n, (1 - level) / 2);
+    *hi = sl_stats_quantile_sorted(x, n, (1 + level) / 2);
+}

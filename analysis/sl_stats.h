@@ -109,6 +109,17 @@ int sl_stats_tv_ci(const uint64_t *counts, const double *pmf, size_t k, double a
 int sl_stats_tv_bootstrap(const uint64_t *counts, const double *pmf, size_t k, double a, size_t n_boot,
                           uint64_t seed, double *tv, double *lo, double *hi);
 
+/* ---- quantiles (the one implementation; every median, percentile and bootstrap CI uses it) ---- */
+
+/* The q-quantile of x (n, sorted ascending) by linear interpolation between order statistics
+ * (Hyndman & Fan type 7, numpy's default): h = q (n - 1), x[floor h] + (h - floor h)(x[floor h + 1] -
+ * x[floor h]). NaN when n = 0. */
+double sl_stats_quantile_sorted(const double *x, size_t n, double q);
+/* Sorts x in place (ascending) and returns its q-quantile. */
+double sl_stats_quantile(double *x, size_t n, double q);
+/* The (1 - level)/2 and (1 + level)/2 quantiles of x (n, sorted in place): a percentile CI. */
+void sl_stats_percentile_ci(double *x, size_t n, double level, double *lo, double *hi);
+
 /* Non-central chi^2 CDF P(X <= x) with df degrees of freedom and non-centrality lambda, by the
  * Poisson-weighted series of central chi^2 CDFs, summed outward from the Poisson mode until the
  * remaining weight is below 1e-15. */

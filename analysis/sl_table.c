@@ -2,6 +2,8 @@
 #include "sl_table.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +16,16 @@ static char *dupstr(const char *s)
     if (d) memcpy(d, s, n + 1);
     return d;
 }
+
+/* Records the first failure on t (sticky) and returns its code. */
+static int fail_table(sl_table *t, int code)
+{
+    if (t && !t->status) t->status = code;
+    return code;
+}
+#define TABLE_FAIL(t, code, ...) fail_table((t), sl_fail((code), __VA_ARGS__))
+
+int sl_table_status(const sl_table *t) { return t ? t->status : SL_EFAIL; }
 
 sl_table *sl_table_alloc(const char *title)
 {
@@ -47,26 +59,42 @@ void sl_table_free(sl_table *t)
 
 int sl_table_add_col(sl_table *t, const char *name, sl_coltype type, const char *text_fmt)
 {
-    if (t->n_rows > 0) return sl_fail(SL_EFAIL, "table %s: columns must be added before rows", t->title);
+    if (!t) return SL_EFAIL;
+    if (t->status) return t->status;
+    if (t->n_rows > 0) return TABLE_FAIL(t, SL_EFAIL, "table %s: columns must be added before rows", t->title);
+    if (sl_table_col(t, name) >= 0) return TABLE_FAIL(t, SL_EFAIL, "table %s: column %s declared twice", t->title, name);
     sl_column *cols = realloc(t->cols, (t->n_cols + 1) * sizeof *cols);
-    if (!cols) return sl_fail(SL_EFAIL, "out of memory");
+    if (!cols) return TABLE_FAIL(t, SL_EFAIL, "out of memory");
     t->cols = cols;
     const char *fmt = text_fmt ? text_fmt : type == SL_COL_DOUBLE ? "%.6g" : type == SL_COL_INT ? "%lld" : "%s";
     sl_column *c = &t->cols[t->n_cols];
     c->name = dupstr(name);
     c->text_fmt = dupstr(fmt);
     c->type = type;
-    if (!c->name || !c->text_fmt) return SL_EFAIL;
-    t->n_cols++;
+    t->n_cols++; /* counted even when a copy failed, so that sl_table_free frees what exists */
+    if (!c->name || !c->text_fmt) return fail_table(t, SL_EFAIL);
     return SL_OK;
+}
+
+sl_table *sl_table_new(const char *title, const sl_colspec *cols, size_t n_cols)
+{
+    sl_table *t = sl_table_alloc(title);
+    for (size_t c = 0; t && c < n_cols; c++)
+        if (sl_table_add_col(t, cols[c].name, cols[c].type, cols[c].text_fmt)) {
+            sl_table_free(t);
+            return NULL;
+        }
+    return t;
 }
 
 int sl_table_add_row(sl_table *t)
 {
+    if (!t) return SL_EFAIL;
+    if (t->status) return t->status;
     if (t->n_rows == t->cap_rows) {
         size_t cap = t->cap_rows ? 2 * t->cap_rows : 16;
-        sl_cell *cells = realloc(t->cells, cap * t->n_cols * sizeof *cells);
-        if (!cells) return sl_fail(SL_EFAIL, "out of memory growing table %s", t->title);
+        sl_cell *cells = realloc(t->cells, cap * (t->n_cols ? t->n_cols : 1) * sizeof *cells);
+        if (!cells) return TABLE_FAIL(t, SL_EFAIL, "out of memory growing table %s", t->title);
         t->cells = cells;
         t->cap_rows = cap;
     }
@@ -79,36 +107,127 @@ int sl_table_add_row(sl_table *t)
     return SL_OK;
 }
 
-static sl_cell *last_cell(sl_table *t, size_t col)
+int sl_table_row(sl_table *t) { return sl_table_add_row(t); }
+
+/* The cell of column col in the last row, or NULL with the table failed. */
+static sl_cell *last_cell(sl_table *t, size_t col, sl_coltype type, const char *name)
 {
-    if (t->n_rows == 0 || col >= t->n_cols) return NULL;
+    if (!t || t->status) return NULL;
+    if (col >= t->n_cols) {
+        if (name) TABLE_FAIL(t, SL_EFAIL, "table %s has no column %s", t->title, name);
+        else TABLE_FAIL(t, SL_EFAIL, "table %s has no column %zu", t->title, col);
+        return NULL;
+    }
+    if (t->n_rows == 0) {
+        TABLE_FAIL(t, SL_EFAIL, "table %s: column %s set before any row", t->title, t->cols[col].name);
+        return NULL;
+    }
+    if (t->cols[col].type != type) {
+        TABLE_FAIL(t, SL_EFAIL, "table %s: column %s is of another type", t->title, t->cols[col].name);
+        return NULL;
+    }
     return &t->cells[(t->n_rows - 1) * t->n_cols + col];
+}
+
+static size_t named(const sl_table *t, const char *name)
+{
+    long c = t ? sl_table_col(t, name) : -1;
+    return c < 0 ? (size_t)-1 : (size_t)c;
+}
+
+static int put_double(sl_cell *c, double v)
+{
+    c->is_null = isnan(v);
+    c->v.d = v;
+    return SL_OK;
+}
+
+static int put_int(sl_cell *c, int64_t v)
+{
+    c->is_null = 0;
+    c->v.i = v;
+    return SL_OK;
+}
+
+static int put_string(sl_table *t, sl_cell *c, const char *s)
+{
+    if (!c->is_null) free(c->v.s);
+    c->v.s = s ? dupstr(s) : NULL;
+    c->is_null = c->v.s == NULL;
+    return s && !c->v.s ? fail_table(t, SL_EFAIL) : SL_OK;
 }
 
 void sl_table_set_double(sl_table *t, size_t col, double v)
 {
-    sl_cell *c = last_cell(t, col);
-    if (!c) return;
-    c->is_null = isnan(v);
-    c->v.d = v;
+    sl_cell *c = last_cell(t, col, SL_COL_DOUBLE, NULL);
+    if (c) put_double(c, v);
 }
 
 void sl_table_set_int(sl_table *t, size_t col, int64_t v)
 {
-    sl_cell *c = last_cell(t, col);
-    if (!c) return;
-    c->is_null = 0;
-    c->v.i = v;
+    sl_cell *c = last_cell(t, col, SL_COL_INT, NULL);
+    if (c) put_int(c, v);
 }
 
 int sl_table_set_string(sl_table *t, size_t col, const char *s)
 {
-    sl_cell *c = last_cell(t, col);
-    if (!c) return SL_EFAIL;
-    if (!c->is_null) free(c->v.s);
-    c->v.s = dupstr(s);
-    c->is_null = c->v.s == NULL;
-    return c->v.s ? SL_OK : SL_EFAIL;
+    sl_cell *c = last_cell(t, col, SL_COL_STRING, NULL);
+    return c ? put_string(t, c, s) : sl_table_status(t);
+}
+
+int sl_table_setd(sl_table *t, const char *col, double v)
+{
+    sl_cell *c = last_cell(t, named(t, col), SL_COL_DOUBLE, col);
+    return c ? put_double(c, v) : sl_table_status(t);
+}
+
+int sl_table_seti(sl_table *t, const char *col, int64_t v)
+{
+    sl_cell *c = last_cell(t, named(t, col), SL_COL_INT, col);
+    return c ? put_int(c, v) : sl_table_status(t);
+}
+
+int sl_table_sets(sl_table *t, const char *col, const char *s)
+{
+    sl_cell *c = last_cell(t, named(t, col), SL_COL_STRING, col);
+    return c ? put_string(t, c, s) : sl_table_status(t);
+}
+
+int sl_table_setf(sl_table *t, const char *col, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof buf)
+        return TABLE_FAIL(t, SL_EFAIL, "table %s: text for column %s is too long", t ? t->title : "?", col);
+    return sl_table_sets(t, col, buf);
+}
+
+int sl_table_getd(const sl_table *t, size_t row, const char *col, double *out)
+{
+    long c = t ? sl_table_col(t, col) : -1;
+    if (c < 0 || row >= t->n_rows || t->cols[c].type == SL_COL_STRING)
+        return sl_fail(SL_EINPUT, "table %s: no numeric cell %s in row %zu", t ? t->title : "?", col, row);
+    const sl_cell *cell = &t->cells[row * t->n_cols + (size_t)c];
+    *out = cell->is_null ? NAN : cell->type == SL_COL_INT ? (double)cell->v.i : cell->v.d;
+    return SL_OK;
+}
+
+const char *sl_table_gets(const sl_table *t, size_t row, const char *col)
+{
+    long c = t ? sl_table_col(t, col) : -1;
+    if (c < 0 || row >= t->n_rows || t->cols[c].type != SL_COL_STRING) return NULL;
+    const sl_cell *cell = &t->cells[row * t->n_cols + (size_t)c];
+    return cell->is_null ? NULL : cell->v.s;
+}
+
+sl_table *sl_report_find(sl_table *const *tables, size_t n, const char *title)
+{
+    for (size_t i = 0; i < n; i++)
+        if (tables[i] && strcmp(tables[i]->title, title) == 0) return tables[i];
+    return NULL;
 }
 
 long sl_table_col(const sl_table *t, const char *name)
@@ -259,6 +378,7 @@ static int write_json_array(const sl_table *t, FILE *f)
 
 int sl_table_write(const sl_table *t, FILE *f, sl_format fmt)
 {
+    if (sl_table_status(t)) return sl_table_status(t);
     int rc;
     switch (fmt) {
     case SL_FMT_CSV: return write_csv(t, f);
@@ -273,6 +393,8 @@ int sl_table_write(const sl_table *t, FILE *f, sl_format fmt)
 int sl_report_write(sl_table *const *tables, size_t n, FILE *f, sl_format fmt)
 {
     int rc = SL_OK;
+    for (size_t i = 0; i < n; i++)
+        if (sl_table_status(tables[i])) return sl_table_status(tables[i]);
     if (fmt == SL_FMT_JSON) {
         fputc('{', f);
         for (size_t i = 0; i < n && rc == SL_OK; i++) {

@@ -34,6 +34,7 @@ typedef struct {
 
 typedef struct {
     char *title;         /* shown above the text table; the key in JSON reports */
+    int status;          /* the first failure of any call on this table (sticky; SL_OK when none) */
     size_t n_cols;
     sl_column *cols;     /* (n_cols) */
     size_t n_rows;
@@ -41,20 +42,68 @@ typedef struct {
     sl_cell *cells;      /* (cap_rows, n_cols), row-major */
 } sl_table;
 
-sl_table *sl_table_alloc(const char *title);
+/* ---- building a table: columns declared once, cells set by name ----
+ *
+ *     static const sl_colspec cols[] = {SL_COL_D("alpha", "%.6g"), SL_COL_I("gamma"), SL_COL_S("method")};
+ *     sl_table *t = SL_TABLE_NEW("recommendation", cols);
+ *     sl_table_row(t);
+ *     sl_table_setd(t, "alpha", a);
+ *     ...
+ *     if (sl_table_status(t)) ...   // one check covers every call above
+ *
+ * Errors are sticky, like a stream's error flag: the first failing call on a table (an unknown
+ * column, a cell of another type, a set before any row, out of memory) records its message and
+ * code in t->status, every later call on t is a no-op that returns the same code, and
+ * sl_table_write / sl_report_write refuse a table whose status is set. A builder therefore sets
+ * many cells and checks once, and no failure goes unseen. A NULL table (a failed allocation) is
+ * accepted by every call and reported as SL_EFAIL. */
+typedef struct {
+    const char *name;     /* snake_case, THEORY.md's words (alpha, gamma, walltime_factor) */
+    sl_coltype type;
+    const char *text_fmt; /* printf format for the text table; NULL: "%.6g", "%lld" or "%s" */
+} sl_colspec;
+
+#define SL_COL_D(name, fmt) {(name), SL_COL_DOUBLE, (fmt)}
+#define SL_COL_I(name) {(name), SL_COL_INT, NULL}
+#define SL_COL_S(name) {(name), SL_COL_STRING, NULL}
+
+/* A table with the given columns and no rows; NULL (error recorded) on failure. */
+sl_table *sl_table_new(const char *title, const sl_colspec *cols /* (n_cols) */, size_t n_cols);
+#define SL_TABLE_NEW(title, cols) sl_table_new((title), (cols), sizeof(cols) / sizeof((cols)[0]))
 void sl_table_free(sl_table *t);
-/* text_fmt may be NULL: "%.6g" for doubles, "%lld" for ints, "%s" for strings. */
+
+/* Appends a row whose cells are all null; the setters fill the last row. */
+int sl_table_row(sl_table *t);
+/* A NaN double is stored as null (absent). */
+int sl_table_setd(sl_table *t, const char *col, double v);
+int sl_table_seti(sl_table *t, const char *col, int64_t v);
+int sl_table_sets(sl_table *t, const char *col, const char *s);
+int sl_table_setf(sl_table *t, const char *col, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The sticky status: SL_OK, or the code of the first failure (its message was recorded then). */
+int sl_table_status(const sl_table *t);
+
+/* ---- reading by name (figures, notebooks, tests) ---- */
+/* Column index by name, or -1. */
+long sl_table_col(const sl_table *t, const char *name);
+/* *out = the cell as a double (ints converted; null gives NaN). SL_EINPUT for an unknown column,
+ * a string column or a row out of range. */
+int sl_table_getd(const sl_table *t, size_t row, const char *col, double *out);
+/* The string cell, or NULL (null cell, unknown column, other type, row out of range). */
+const char *sl_table_gets(const sl_table *t, size_t row, const char *col);
+/* The table of a report with this title, or NULL. */
+sl_table *sl_report_find(sl_table *const *tables, size_t n, const char *title);
+
+/* ---- the older positional interface, kept while callers move to the named one ----
+ * Same sticky status: a bad index or a set before any row fails the table. */
+sl_table *sl_table_alloc(const char *title);
 int sl_table_add_col(sl_table *t, const char *name, sl_coltype type, const char *text_fmt);
-/* Appends an empty row (all cells null) and returns SL_OK; fill it with the setters. */
 int sl_table_add_row(sl_table *t);
-/* Setters act on the last row; col is the column index. A NaN double is stored as null. */
 void sl_table_set_double(sl_table *t, size_t col, double v);
 void sl_table_set_int(sl_table *t, size_t col, int64_t v);
 int sl_table_set_string(sl_table *t, size_t col, const char *s);
-/* Column index by name, or -1. */
-long sl_table_col(const sl_table *t, const char *name);
 
-/* Writes one table: text (aligned, title line), CSV (header + rows) or JSON (array of objects).
+/* Writes one table: text (aligned, title line), CSV (header + rows) or JSON (array of objects);
+ * a table whose status is set is refused with that code.
  * Doubles go out with 17 significant digits in CSV/JSON; null is empty in CSV, null in JSON. */
 int sl_table_write(const sl_table *t, FILE *f, sl_format fmt);
 /* Writes one row as one JSON object. */

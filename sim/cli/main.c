@@ -112,6 +112,18 @@ int main(int argc, char **argv)
     sl_err_clear();
     int rc = fn(argc - 1, argv + 1);
     if (rc != 0 && sl_errmsg()[0]) {
+        /* The library names the quantity ("gamma_max: 0 is outside ..."); say which flag sets it. */
+        const char *msg = sl_errmsg(), *colon = strchr(msg, ':');
+        char quantity[64], flag[80];
+        size_t k = colon ? (size_t)(colon - msg) : 0;
+        if (k > 0 && k < sizeof quantity && strspn(msg, "abcdefghijklmnopqrstuvwxyz0123456789_") == k) {
+            memcpy(quantity, msg, k);
+            quantity[k] = 0;
+            if (sl_cli_flag_for(quantity, flag, sizeof flag)) {
+                fprintf(stderr, "speclab %s: %s%s\n", argv[1], flag, colon);
+                return rc < 0 || rc > 2 ? 1 : rc;
+            }
+        }
         fprintf(stderr, "speclab %s: %s\n", argv[1], sl_errmsg());
         if (getenv("SPECLAB_DEBUG")) fprintf(stderr, "  (at %s)\n", sl_errwhere());
     }

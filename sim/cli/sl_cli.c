@@ -121,3 +121,232 @@ int sl_cli_sweep(const char *flag, const char *s, double **vals, size_t *n)
 }
 
 int sl_cli_progress_enabled(void) { return isatty(STDERR_FILENO); }
+
+/* ---- the option registry ---- */
+
+#include <getopt.h>
+#include <inttypes.h>
+
+void sl_cli_init(sl_cli *c, const char *command, const char *synopsis, const char *about)
+{
+    memset(c, 0, sizeof *c);
+    c->command = command;
+    c->synopsis = synopsis;
+    c->about = about;
+}
+
+sl_opt *sl_cli_add(sl_cli *c, sl_opt o)
+{
+    /* A command with more options than the registry holds is a programming error: fail loudly. */
+    if (c->n == SL_CLI_MAX_OPTS) {
+        fprintf(stderr, "speclab %s: too many options for the registry (SL_CLI_MAX_OPTS)\n", c->command);
+        abort();
+    }
+    c->opt[c->n] = o;
+    return &c->opt[c->n++];
+}
+
+void sl_cli_flag(sl_cli *c, const char *name, int *dst, const char *help)
+{
+    sl_cli_add(c, (sl_opt){.name = name, .kind = SL_OPT_FLAG, .dst = dst, .help = help});
+}
+
+void sl_cli_string(sl_cli *c, const char *name, const char *metavar, const char **dst, const char *help)
+{
+    sl_cli_add(c, (sl_opt){.name = name, .metavar = metavar, .kind = SL_OPT_STRING, .dst = dst, .help = help});
+}
+
+void sl_cli_long(sl_cli *c, const char *name, const char *metavar, long *dst, long lo, long hi, const char *help)
+{
+    sl_cli_add(c, (sl_opt){.name = name, .metavar = metavar, .kind = SL_OPT_LONG, .dst = dst, .lo = (double)lo,
+                           .hi = (double)hi, .help = help});
+}
+
+void sl_cli_size(sl_cli *c, const char *name, const char *metavar, size_t *dst, size_t lo, size_t hi, const char *help)
+{
+    sl_cli_add(c, (sl_opt){.name = name, .metavar = metavar, .kind = SL_OPT_SIZE, .dst = dst, .lo = (double)lo,
+                           .hi = (double)hi, .help = help});
+}
+
+void sl_cli_int(sl_cli *c, const char *name, const char *metavar, int *dst, int lo, int hi, const char *help)
+{
+    sl_cli_add(c, (sl_opt){.name = name, .metavar = metavar, .kind = SL_OPT_INT, .dst = dst, .lo = lo, .hi = hi,
+                           .help = help});
+}
+
+void sl_cli_dbl(sl_cli *c, const char *name, const char *metavar, double *dst, double lo, double hi, unsigned flags,
+                const char *help)
+{
+    sl_cli_add(c, (sl_opt){.name = name, .metavar = metavar, .kind = SL_OPT_DOUBLE, .dst = dst, .lo = lo, .hi = hi,
+                           .flags = flags, .help = help});
+}
+
+void sl_cli_custom(sl_cli *c, const char *name, const char *metavar, void *dst,
+                   int (*parse)(const char *flag, const char *arg, void *dst), const char *help)
+{
+    sl_cli_add(c, (sl_opt){.name = name, .metavar = metavar, .kind = SL_OPT_CUSTOM, .dst = dst, .parse = parse,
+                           .help = help});
+}
+
+static int parse_rule(const char *flag, const char *arg, void *dst)
+{
+    (void)flag;
+    return sl_rule_parse(arg, dst);
+}
+
+static int parse_format(const char *flag, const char *arg, void *dst)
+{
+    (void)flag;
+    return sl_format_parse(arg, dst);
+}
+
+void sl_cli_group_sampling(sl_cli *c, sl_sampling *s)
+{
+    sl_cli_dbl(c, "temperature", "T", &s->temperature, 0, 1e6, 0, "sampling temperature; 0 = greedy (default 1)");
+    sl_cli_size(c, "top-k", "K", &s->top_k, 0, (size_t)1 << 30, "keep the K most probable tokens; 0 = off (default)");
+    sl_cli_dbl(c, "top-p", "P", &s->top_p, 0, 1, SL_OPT_LO_OPEN, "nucleus: smallest set with mass >= P (default 1 = off)");
+    sl_cli_dbl(c, "min-p", "M", &s->min_p, 0, 1, SL_OPT_HI_OPEN, "drop tokens below M times the top probability (default 0)");
+}
+
+void sl_cli_group_rule(sl_cli *c, sl_spec_config *cfg)
+{
+    sl_cli_custom(c, "rule", "R", &cfg->rule, parse_rule,
+                  "acceptance rule: exact (default), lenient, lenient-t0, sampler-match, or a bug-* variant");
+    sl_cli_dbl(c, "lenience", "L", &cfg->lenience, 0, 1, SL_OPT_LO_OPEN, "lenience l of the lenient rules (default 1)");
+}
+
+void sl_cli_group_seed(sl_cli *c, uint64_t *seed, int *threads)
+{
+    sl_cli_add(c, (sl_opt){.name = "seed", .metavar = "S", .kind = SL_OPT_U64, .dst = seed,
+                           .help = "global seed: every random stream derives from (S, stream, item)"});
+    if (threads)
+        sl_cli_int(c, "threads", "N", threads, 0, 1024, "worker threads; 0 = OpenMP's default (results do not depend on it)");
+}
+
+void sl_cli_group_format(sl_cli *c, sl_format *fmt)
+{
+    sl_cli_custom(c, "format", "F", fmt, parse_format, "output: table (default), csv or json");
+}
+
+/* The most recently parsed command, for sl_cli_flag_for. */
+static const sl_cli *last_parsed;
+
+static int set_value(sl_opt *o, const char *arg)
+{
+    char flag[80];
+    snprintf(flag, sizeof flag, "--%s", o->name);
+    int lo_open = (o->flags & SL_OPT_LO_OPEN) != 0, hi_open = (o->flags & SL_OPT_HI_OPEN) != 0;
+    long v;
+    int rc;
+    switch (o->kind) {
+    case SL_OPT_FLAG: *(int *)o->dst = 1; return SL_OK;
+    case SL_OPT_STRING: *(const char **)o->dst = arg; return SL_OK;
+    case SL_OPT_LONG: return sl_cli_long_in(flag, arg, (long)o->lo, (long)o->hi, (long *)o->dst);
+    case SL_OPT_SIZE:
+        if ((rc = sl_cli_long_in(flag, arg, (long)o->lo, (long)o->hi, &v))) return rc;
+        *(size_t *)o->dst = (size_t)v;
+        return SL_OK;
+    case SL_OPT_INT:
+        if ((rc = sl_cli_long_in(flag, arg, (long)o->lo, (long)o->hi, &v))) return rc;
+        *(int *)o->dst = (int)v;
+        return SL_OK;
+    case SL_OPT_DOUBLE: return sl_cli_double_in(flag, arg, o->lo, lo_open, o->hi, hi_open, (double *)o->dst);
+    case SL_OPT_U64: return sl_cli_u64(flag, arg, (uint64_t *)o->dst);
+    case SL_OPT_FORMAT: return sl_format_parse(arg, (sl_format *)o->dst);
+    case SL_OPT_CUSTOM: return o->parse(flag, arg, o->dst);
+    }
+    return sl_fail(SL_EFAIL, "%s: unknown option kind", flag);
+}
+
+static int add_pos(sl_cli *c, char *arg, size_t max_pos)
+{
+    if (c->n_pos == max_pos || c->n_pos == SL_CLI_MAX_POS)
+        return sl_fail(SL_EINPUT, "unexpected argument '%s' (see speclab %s --help)", arg, c->command);
+    c->pos[c->n_pos++] = arg;
+    return SL_OK;
+}
+
+int sl_cli_parse(sl_cli *c, int argc, char **argv, size_t max_pos)
+{
+    struct option lo[SL_CLI_MAX_OPTS + 2];
+    for (size_t i = 0; i < c->n; i++) {
+        lo[i] = (struct option){c->opt[i].name, c->opt[i].kind == SL_OPT_FLAG ? no_argument : required_argument, 0,
+                                256 + (int)i};
+        c->opt[i].seen = 0;
+    }
+    lo[c->n] = (struct option){"help", no_argument, 0, 'h'};
+    lo[c->n + 1] = (struct option){0, 0, 0, 0};
+    last_parsed = c;
+    c->n_pos = 0;
+    optind = 1;
+    opterr = 0;
+    int ch, rc;
+    /* "-": positional arguments come back in order as code 1, so they may stand anywhere. */
+    while ((ch = getopt_long(argc, argv, "-h", lo, NULL)) != -1) {
+        if (ch == 'h') {
+            sl_cli_usage(c, stdout);
+            return -1;
+        }
+        if (ch == 1) {
+            if ((rc = add_pos(c, optarg, max_pos))) return rc;
+            continue;
+        }
+        if (ch < 256 || ch >= 256 + (int)c->n) {
+            const char *bad = argv[optind - 1];
+            if (ch == '?' && optopt >= 256)
+                return sl_fail(SL_EINPUT, "option '%s' needs a value (see speclab %s --help)", bad, c->command);
+            return sl_fail(SL_EINPUT, "unknown option '%s' (see speclab %s --help)", bad, c->command);
+        }
+        sl_opt *o = &c->opt[ch - 256];
+        if ((rc = set_value(o, optarg))) return rc;
+        o->seen = 1;
+    }
+    for (; optind < argc; optind++) /* after "--" */
+        if ((rc = add_pos(c, argv[optind], max_pos))) return rc;
+    for (size_t i = 0; i < c->n; i++)
+        if ((c->opt[i].flags & SL_OPT_REQUIRED) && !c->opt[i].seen)
+            return sl_fail(SL_EINPUT, "--%s is required (see speclab %s --help)", c->opt[i].name, c->command);
+    return SL_OK;
+}
+
+int sl_cli_given(const sl_cli *c, const char *name)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (!strcmp(c->opt[i].name, name)) return c->opt[i].seen;
+    return 0;
+}
+
+void sl_cli_usage(const sl_cli *c, FILE *f)
+{
+    fprintf(f, "usage: speclab %s %s\n", c->command, c->synopsis ? c->synopsis : "[options]");
+    if (c->about && c->about[0]) fprintf(f, "\n%s", c->about);
+    if (c->about && c->about[0] && c->about[strlen(c->about) - 1] != '\n') fputc('\n', f);
+    fputc('\n', f);
+    for (size_t i = 0; i < c->n; i++) {
+        const sl_opt *o = &c->opt[i];
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+        fprintf(f, "  %-22s %s%s\n", left, o->help ? o->help : "", (o->flags & SL_OPT_REQUIRED) ? " (required)" : "");
+    }
+    fprintf(f, "  %-22s %s\n", "--help", "this text");
+}
+
+const char *sl_cli_flag_for(const char *quantity, char *buf, size_t n)
+{
+    if (!last_parsed) return NULL;
+    for (size_t i = 0; i < last_parsed->n; i++) {
+        const sl_opt *o = &last_parsed->opt[i];
+        char q[80];
+        if (o->quantity) snprintf(q, sizeof q, "%s", o->quantity);
+        else {
+            snprintf(q, sizeof q, "%s", o->name);
+            for (char *p = q; *p; p++)
+                if (*p == '-') *p = '_';
+        }
+        if (!strcmp(q, quantity)) {
+            snprintf(buf, n, "--%s", o->name);
+            return buf;
+        }
+    }
+    return NULL;
+}
