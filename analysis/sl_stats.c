@@ -692,7 +692,7 @@ int sl_stats_lambda_for_power(double df, double a, double power, double *lambda)
 
 int sl_stats_n_for_tv(double delta, double df, double a, double power, double *n)
 {
-    if (!(delta > 0 && delta <= 1)) return sl_fail(SL_EINPUT, "--tv: %g, expected a value in (0, 1]", delta);
+    if (!(delta > 0 && delta <= 1)) return sl_fail(SL_EINPUT, "tv: %g, expected a value in (0, 1]", delta);
     double lambda;
     int rc = sl_stats_lambda_for_power(df, a, power, &lambda);
     if (rc) return rc;

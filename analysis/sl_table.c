@@ -419,6 +419,6 @@ int sl_format_parse(const char *s, sl_format *out)
     if (strcmp(s, "table") == 0 || strcmp(s, "text") == 0) *out = SL_FMT_TABLE;
     else if (strcmp(s, "csv") == 0) *out = SL_FMT_CSV;
     else if (strcmp(s, "json") == 0) *out = SL_FMT_JSON;
-    else return sl_fail(SL_EINPUT, "--format: '%s' is not one of table, csv, json", s);
+    else return sl_fail(SL_EINPUT, "format: '%s' is not one of table, csv, json", s);
     return SL_OK;
 }

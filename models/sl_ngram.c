@@ -26,7 +26,7 @@ int sl_ngram_smoothing_parse(const char *s, sl_ngram_smoothing *out)
     if (!strcmp(s, "addk")) *out = SL_NGRAM_ADDK;
     else if (!strcmp(s, "absdisc")) *out = SL_NGRAM_ABSDISC;
     else if (!strcmp(s, "kn")) *out = SL_NGRAM_KN;
-    else return sl_fail(SL_EINPUT, "--smoothing: '%s' is not addk, absdisc or kn", s);
+    else return sl_fail(SL_EINPUT, "smoothing: '%s' is not addk, absdisc or kn", s);
     return SL_OK;
 }
 
@@ -110,14 +110,14 @@ int sl_ngram_train(const int32_t *const *seqs, const size_t *lens, size_t n_seqs
 {
     *out = NULL;
     if (V < 2 || V > (size_t)INT32_MAX) return sl_fail(SL_EINPUT, "vocabulary size %zu: expected 2..2^31-1", V);
-    if (o->order != 1 && o->order != 2) return sl_fail(SL_EINPUT, "--order: %d is not 1 or 2", o->order);
+    if (o->order != 1 && o->order != 2) return sl_fail(SL_EINPUT, "order: %d is not 1 or 2", o->order);
     if (o->order == 1 && o->smoothing != SL_NGRAM_ADDK)
-        return sl_fail(SL_EINPUT, "--smoothing: a unigram uses addk, not %s", sl_ngram_smoothing_name(o->smoothing));
+        return sl_fail(SL_EINPUT, "smoothing: a unigram uses addk, not %s", sl_ngram_smoothing_name(o->smoothing));
     if (o->order == 2 && o->smoothing == SL_NGRAM_ADDK)
-        return sl_fail(SL_EINPUT, "--smoothing: a bigram uses absdisc or kn, not addk");
-    if (o->add_k < 0 || !isfinite(o->add_k)) return sl_fail(SL_EINPUT, "--add-k: %g is not > 0", o->add_k);
+        return sl_fail(SL_EINPUT, "smoothing: a bigram uses absdisc or kn, not addk");
+    if (o->add_k < 0 || !isfinite(o->add_k)) return sl_fail(SL_EINPUT, "add_k: %g is not > 0", o->add_k);
     if (o->discount < 0 || o->discount > 1 || isnan(o->discount))
-        return sl_fail(SL_EINPUT, "--discount: %g is outside (0, 1]", o->discount);
+        return sl_fail(SL_EINPUT, "discount: %g is outside (0, 1]", o->discount);
     sl_ngram *m = sl_calloc(1, sizeof *m);
     if (!m) return SL_EFAIL;
     m->vocab_size = V;

@@ -44,11 +44,11 @@ int sl_dist_softmax(const double *logits, size_t V, double *p)
 int sl_sampling_validate(const sl_sampling *s)
 {
     if (!(s->temperature >= 0) || !isfinite(s->temperature))
-        return sl_fail(SL_EINPUT, "--temperature: %g must be a finite number >= 0", s->temperature);
+        return sl_fail(SL_EINPUT, "temperature: %g must be a finite number >= 0", s->temperature);
     if (!(s->top_p > 0 && s->top_p <= 1))
-        return sl_fail(SL_EINPUT, "--top-p: %g is outside (0, 1]", s->top_p);
+        return sl_fail(SL_EINPUT, "top_p: %g is outside (0, 1]", s->top_p);
     if (!(s->min_p >= 0 && s->min_p < 1))
-        return sl_fail(SL_EINPUT, "--min-p: %g is outside [0, 1)", s->min_p);
+        return sl_fail(SL_EINPUT, "min_p: %g is outside [0, 1)", s->min_p);
     return SL_OK;
 }
 

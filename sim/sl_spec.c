@@ -42,7 +42,7 @@ int sl_rule_parse(const char *s, sl_rule *out)
             *out = (sl_rule)r;
             return SL_OK;
         }
-    return sl_fail(SL_EINPUT, "--rule: '%s' is not a known rule (exact, lenient, lenient-t0, sampler-match, bug-...)", s);
+    return sl_fail(SL_EINPUT, "rule: '%s' is not a known rule (exact, lenient, lenient-t0, sampler-match, bug-...)", s);
 }
 
 int sl_rule_is_bug(sl_rule rule) { return rule >= SL_BUG_DRAFT_ARGMAX && rule < SL_RULE_COUNT; }
@@ -55,9 +55,9 @@ int sl_rule_is_exact(sl_rule rule, double lenience)
 
 int sl_spec_config_validate(const sl_spec_config *cfg)
 {
-    if (cfg->rule >= SL_RULE_COUNT) return sl_fail(SL_EINPUT, "--rule: unknown rule %d", (int)cfg->rule);
+    if (cfg->rule >= SL_RULE_COUNT) return sl_fail(SL_EINPUT, "rule: unknown rule %d", (int)cfg->rule);
     if (!(cfg->lenience > 0 && cfg->lenience <= 1))
-        return sl_fail(SL_EINPUT, "--lenience: %g is outside (0, 1]", cfg->lenience);
+        return sl_fail(SL_EINPUT, "lenience: %g is outside (0, 1]", cfg->lenience);
     if (cfg->bug_k < 1) return sl_fail(SL_EINPUT, "bug_k: %zu must be >= 1", cfg->bug_k);
     return SL_OK;
 }
@@ -334,7 +334,7 @@ int sl_spec_decode(const sl_spec_config *cfg, size_t gamma, sl_lm *target, sl_lm
     int rc = sl_spec_config_validate(cfg);
     if (rc) return rc;
     if (gamma < 1 || gamma > SL_SPEC_GAMMA_MAX)
-        return sl_fail(SL_EINPUT, "--gamma: %zu is outside [1, %d]", gamma, SL_SPEC_GAMMA_MAX);
+        return sl_fail(SL_EINPUT, "gamma: %zu is outside [1, %d]", gamma, SL_SPEC_GAMMA_MAX);
     if (n_prompt < 1) return sl_fail(SL_EINPUT, "the prompt is empty: at least one token is needed");
     if (target->vocab_size != draft->vocab_size)
         return sl_fail(SL_EINPUT, "vocabulary mismatch: target has %zu tokens, draft has %zu",

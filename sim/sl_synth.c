@@ -19,7 +19,7 @@ int sl_synth_family_parse(const char *s, sl_synth_family *out)
             *out = (sl_synth_family)i;
             return SL_OK;
         }
-    return sl_fail(SL_EINPUT, "--synthetic: '%s' is not one of noisy, tempered, identical, uniform", s);
+    return sl_fail(SL_EINPUT, "synthetic: '%s' is not one of noisy, tempered, identical, uniform", s);
 }
 
 struct sl_synth_lm {
@@ -35,11 +35,11 @@ struct sl_synth_lm {
 int sl_synth_alloc(const sl_synth_params *sp, int role, sl_synth_lm **out)
 {
     *out = NULL;
-    if (sp->V < 2) return sl_fail(SL_EINPUT, "--vocab: %zu; expected >= 2", sp->V);
-    if (!(sp->noise >= 0) || !isfinite(sp->noise)) return sl_fail(SL_EINPUT, "--noise: %g; expected a finite value >= 0", sp->noise);
+    if (sp->V < 2) return sl_fail(SL_EINPUT, "vocab: %zu; expected >= 2", sp->V);
+    if (!(sp->noise >= 0) || !isfinite(sp->noise)) return sl_fail(SL_EINPUT, "noise: %g; expected a finite value >= 0", sp->noise);
     if (!(sp->draft_temperature > 0) || !isfinite(sp->draft_temperature))
-        return sl_fail(SL_EINPUT, "--draft-temperature: %g; expected > 0", sp->draft_temperature);
-    if (sp->context < 1) return sl_fail(SL_EINPUT, "--context: expected >= 1");
+        return sl_fail(SL_EINPUT, "draft_temperature: %g; expected > 0", sp->draft_temperature);
+    if (sp->context < 1) return sl_fail(SL_EINPUT, "context: expected >= 1");
     int rc = sl_sampling_validate(&sp->sampling);
     if (rc) return rc;
     sl_synth_lm *m = calloc(1, sizeof *m);
