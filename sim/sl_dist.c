@@ -184,6 +184,28 @@ double sl_dist_beta(const double *p, const double *q, size_t V)
     return s;
 }
 
+double sl_dist_alpha_lenient(const double *p, const double *q, size_t V, double l)
+{
+    double s = 0;
+    for (size_t x = 0; x < V; x++) s += fmin(q[x], p[x] / l);
+    return s;
+}
+
+double sl_dist_alpha_match(const double *p, const double *q, size_t V)
+{
+    double s = 0;
+    for (size_t x = 0; x < V; x++) s += p[x] * q[x];
+    return s;
+}
+
+double sl_dist_alpha_nonit(const double *p, const double *q, size_t V)
+{
+    double m = INFINITY;
+    for (size_t x = 0; x < V; x++)
+        if (p[x] > 0) m = fmin(m, q[x] / p[x]);
+    return m;
+}
+
 double sl_dist_dlk(const double *p, const double *q, size_t V)
 {
     double s = 0;

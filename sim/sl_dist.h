@@ -67,6 +67,13 @@ double sl_dist_dlk(const double *p, const double *q, size_t V);
 double sl_dist_tv(const double *p, const double *q, size_t V);
 /* KL(p || q) in nats; +inf when some p(x) > 0 has q(x) = 0. */
 double sl_dist_kl(const double *p, const double *q, size_t V);
+/* The acceptance probability of the other rules (THEORY.md, "Lenience and other acceptance rules"):
+ * lenient rule, accept with min(1, p/(l q)): alpha_l = sum_x min(q(x), p(x)/l), which is beta at l = 1;
+ * sampler match, accept when an independent draw from p equals the draft: sum_x p(x) q(x);
+ * non-iterative rejection (accept with q/p-style thresholds): min over p(x) > 0 of q(x)/p(x). */
+double sl_dist_alpha_lenient(const double *p, const double *q, size_t V, double l);
+double sl_dist_alpha_match(const double *p, const double *q, size_t V);
+double sl_dist_alpha_nonit(const double *p, const double *q, size_t V);
 /* Shannon entropy in nats. */
 double sl_dist_entropy(const double *p, size_t V);
 /* Index of the largest entry, lowest index on ties. */

@@ -307,3 +307,15 @@ Test(dist, standardised_samplers_pass_goodness_of_fit)
     sl_dist_work_free(w);
     gsl_rng_free(r);
 }
+
+/* The other rules' acceptance on a pair worked by hand: p = (0.5, 0.3, 0.2), q = (0.2, 0.3, 0.5).
+ * beta = 0.2 + 0.3 + 0.2 = 0.7; lenient l = 0.5: min(0.2, 1) + min(0.3, 0.6) + min(0.5, 0.4) = 0.9;
+ * sampler match 0.1 + 0.09 + 0.1 = 0.29; min q/p = min(0.4, 1, 2.5) = 0.4. */
+Test(dist, other_rules_acceptance_by_hand)
+{
+    const double p[] = {0.5, 0.3, 0.2}, q[] = {0.2, 0.3, 0.5};
+    cr_assert(fabs(sl_dist_alpha_lenient(p, q, 3, 1.0) - 0.7) < 1e-15);
+    cr_assert(fabs(sl_dist_alpha_lenient(p, q, 3, 0.5) - 0.9) < 1e-15);
+    cr_assert(fabs(sl_dist_alpha_match(p, q, 3) - 0.29) < 1e-15);
+    cr_assert(fabs(sl_dist_alpha_nonit(p, q, 3) - 0.4) < 1e-15);
+}

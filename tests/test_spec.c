@@ -171,13 +171,32 @@ Test(spec_enum, first_acceptance_equals_beta)
             double p[16], q[16];
             hm_pmf(&c.target, c.prompt, 2, p);
             hm_pmf(&c.draft, c.prompt, 2, q);
-            double alpha_l = 0;
-            for (size_t x = 0; x < V; x++) alpha_l += fmin(q[x], p[x] / ls[li]);
+            /* The enumeration is the independent computation; the library's closed form must match. */
+            double alpha_l = sl_dist_alpha_lenient(p, q, V, ls[li]);
             cr_assert(fabs(c.accept1 - alpha_l) < 1e-12, "l=%g V=%zu: accept %.17g vs %.17g", ls[li], V, c.accept1,
                       alpha_l);
             if (li == 0) cr_assert(fabs(alpha_l - sl_dist_beta(p, q, V)) < 1e-15);
             free(c.dist);
         }
+}
+
+/* Sampler match accepts the first draft with probability sum p q (sl_dist_alpha_match), by
+ * enumeration of every path. */
+Test(spec_enum, first_acceptance_sampler_match)
+{
+    for (size_t V = 2; V <= 5; V++) {
+        decode_case c;
+        setup_case(&c, SL_RULE_SAMPLER_MATCH, 1.0, V, 1, 1, 9 + V, 0);
+        double target[MAX_SEQS];
+        size_t paths;
+        enumerate_case(&c, target, &paths);
+        double p[16], q[16];
+        hm_pmf(&c.target, c.prompt, 2, p);
+        hm_pmf(&c.draft, c.prompt, 2, q);
+        double want = sl_dist_alpha_match(p, q, V);
+        cr_assert(fabs(c.accept1 - want) < 1e-12, "V=%zu: accept %.17g vs sum p q %.17g", V, c.accept1, want);
+        free(c.dist);
+    }
 }
 
 /* Lenience l < 1 changes the output, but never emits a token with conditional probability above
