@@ -9,8 +9,6 @@
 #include "sl_dist_report.h"
 
 static const char about[] =
-    "       speclab dist --logits Z [--temperature T] [--top-k K] [--top-p P] [--min-p M] [--format ...]\n"
-    "\n"
     "Compares a target pmf p with a draft pmf q: beta = sum min(p, q) (the acceptance probability of\n"
     "one drafted token), D_LK = 1 - beta, total variation, KL both ways, entropies (nats), the\n"
     "residual norm(max(0, p - q)) that Algorithm 1 resamples from after a rejection, and what the\n"
@@ -77,7 +75,8 @@ int sl_cmd_dist(int argc, char **argv)
     sl_sampling samp = SL_SAMPLING_DEFAULT;
     sl_format fmt = SL_FMT_TABLE;
     sl_cli c;
-    sl_cli_init(&c, "dist", "--p P --q Q [--tol T] [--lenience L] [--format table|csv|json]", about);
+    sl_cli_init(&c, "dist", "--p P --q Q [--tol T] [--lenience L] [--format table|csv|json]\n"
+                "       speclab dist --logits Z [--temperature T] [--top-k K] [--top-p P] [--min-p M] [--format ...]", about);
     sl_cli_string(&c, "p", "LIST", &ps, "target pmf: comma-separated probabilities, or @FILE with whitespace-separated values");
     sl_cli_string(&c, "q", "LIST", &qs, "draft pmf, as --p");
     sl_cli_dbl(&c, "tol", "T", &tol, 0, 1, 0, "accepted |sum - 1| (default 1e-6)");

@@ -7,8 +7,6 @@
 #include "sl_measure.h"
 
 static const char about[] =
-    "       speclab measure --target T --draft D --prompts FILE --tokens N --out OUT.h5 [--tokenizer F]\n"
-    "\n"
     "The target generates N tokens after each prompt; at every position the standardised target p\n"
     "and draft q over the whole vocabulary give beta = sum min(p, q), D_LK, both entropies, max q,\n"
     "p(token), q(token), logged per token (schema: analysis/LOG_SCHEMA.md). Crash-safe and\n"
@@ -38,7 +36,8 @@ int sl_cmd_measure(int argc, char **argv)
     long eos = -1;
     size_t shard = (size_t)m.shard_sequences;
     sl_cli c;
-    sl_cli_init(&c, "measure", "--synthetic FAMILY --tokens N --out OUT.h5 [options]", about);
+    sl_cli_init(&c, "measure", "--synthetic FAMILY --tokens N --out OUT.h5 [options]\n"
+                "       speclab measure --target T --draft D --prompts FILE --tokens N --out OUT.h5 [--tokenizer F]", about);
     sl_cli_custom(&c, "synthetic", "F", &m.synth.family, parse_synthetic,
                   "noisy | tempered | identical | uniform (sim/sl_synth.h)");
     sl_cli_size(&c, "vocab", "V", &m.synth.V, 2, (size_t)1 << 24, "synthetic vocabulary (default 256)");

@@ -12,7 +12,6 @@
 #include "sl_verify.h"
 
 static const char about[] =
-    "       speclab verify --power --tv DELTA [--level A] [--df K | --vocab V]\n"
     "Runs the speculative sampler on a context-free synthetic pair and tests the emitted tokens\n"
     "against the known target pmf: per output position (first token, k-th token, bonus token,\n"
     "the token after a rejection), every token, and 2- and 3-token blocks; Pearson chi^2 and G\n"
@@ -93,7 +92,8 @@ int sl_cmd_verify(int argc, char **argv)
     int power_only = 0;
     vec p = {0}, q = {0};
     sl_cli c;
-    sl_cli_init(&c, "verify", "[--family F | --p LIST --q LIST] [options]", about);
+    sl_cli_init(&c, "verify", "[--family F | --p LIST --q LIST] [options]\n"
+                "       speclab verify --power --tv DELTA [--level A] [--df K | --vocab V]", about);
     sl_cli_family_group(&c, &fp, &cfg, "family vocabulary size (default 8)", "drafts per iteration (default 3)");
     sl_cli_custom(&c, "p", "LIST", &p, parse_list, "an explicit target pmf, comma-separated (with --q, same length)");
     sl_cli_custom(&c, "q", "LIST", &q, parse_list, "an explicit draft pmf, comma-separated");
