@@ -82,52 +82,45 @@ static void product_pmf(const double *p, size_t V, int m, double *out)
     }
 }
 
-static int add_col(sl_table *t, const char *name, sl_coltype ty, const char *fmt)
+void sl_verify_result_free(sl_verify_result *r)
 {
-    return sl_table_add_col(t, name, ty, fmt);
+    if (!r) return;
+    free(r->token);
+    free(r);
 }
 
-int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t replications, sl_table **out,
-                         double *ks_min_p)
+void sl_verify_uniformity_free(sl_verify_uniformity_result *r) { free(r); }
+
+int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t replications,
+                         sl_verify_uniformity_result **out)
 {
     *out = NULL;
-    *ks_min_p = 1;
-    if (replications < 2) return sl_fail(SL_EINPUT, "--replications: %zu, expected >= 2", replications);
+    if (replications < 2) return sl_fail(SL_EINPUT, "replications: %zu, expected >= 2", replications);
     double *pv = sl_malloc(replications * MAX_TESTS * sizeof *pv); /* (MAX_TESTS, replications) */
-    sl_verify_summary *s = sl_malloc(sizeof *s);
-    char names[MAX_TESTS][32];
-    size_t nrows = 0;
+    sl_verify_uniformity_result *u = calloc(1, sizeof *u);
     int rc = SL_OK;
-    if (!pv || !s) {
-        rc = SL_EFAIL;
+    if (!pv || !u) {
+        rc = sl_fail(SL_EFAIL, "out of memory allocating the uniformity check");
         goto done;
     }
+    u->replications = replications;
+    u->level = o->level;
+    u->ks_min_p = 1;
     for (size_t r = 0; r < replications; r++) {
         sl_verify_opts ro = *o;
         ro.seed = o->seed + r;
-        sl_table *tabs[3];
-        size_t nt;
-        if ((rc = sl_verify_run(plan, &ro, tabs, &nt, s))) goto done;
-        for (size_t i = 0; i < nt; i++) sl_table_free(tabs[i]);
+        sl_verify_result *s;
+        if ((rc = sl_verify_run(plan, &ro, &s))) goto done;
         if (r == 0) {
-            nrows = s->n_rows;
-            memcpy(names, s->test_name, sizeof names);
+            u->n_rows = s->n_rows;
+            for (size_t i = 0; i < s->n_rows; i++) memcpy(u->row[i].test, s->test[i].name, sizeof u->row[i].test);
         }
-        for (size_t i = 0; i < nrows; i++) pv[i * replications + r] = s->p_random[i];
+        for (size_t i = 0; i < u->n_rows; i++) pv[i * replications + r] = s->test[i].p_random;
+        sl_verify_result_free(s);
     }
-    sl_table *t = sl_table_alloc("uniformity");
-    if (!t) {
-        rc = SL_EFAIL;
-        goto done;
-    }
-    add_col(t, "test", SL_COL_STRING, NULL);
-    add_col(t, "replications", SL_COL_INT, NULL);
-    add_col(t, "ks_d", SL_COL_DOUBLE, "%.4f");
-    add_col(t, "ks_p", SL_COL_DOUBLE, "%.4g");
-    add_col(t, "mean_p", SL_COL_DOUBLE, "%.4f");
-    add_col(t, "rejected_fraction", SL_COL_DOUBLE, "%.4f");
-    for (size_t i = 0; i < nrows; i++) {
+    for (size_t i = 0; i < u->n_rows; i++) {
         /* Replications without data for this test (NaN) are left out. */
+        sl_verify_ks *k = &u->row[i];
         double *x = pv + i * replications, mean = 0, rej = 0;
         size_t m = 0;
         for (size_t r = 0; r < replications; r++)
@@ -136,88 +129,120 @@ int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t
                 mean += x[r];
                 rej += x[r] <= o->level;
             }
-        sl_table_add_row(t);
-        sl_table_set_string(t, 0, names[i]);
-        sl_table_set_int(t, 1, (int64_t)m);
+        k->replications = m;
+        k->ks_d = k->ks_p = k->mean_p = k->rejected_fraction = NAN;
         if (m < 2) continue;
-        double D, p;
-        if ((rc = sl_stats_ks_uniform(x, m, &D, &p))) {
-            sl_table_free(t);
-            goto done;
-        }
-        sl_table_set_double(t, 2, D);
-        sl_table_set_double(t, 3, p);
-        sl_table_set_double(t, 4, mean / (double)m);
-        sl_table_set_double(t, 5, rej / (double)m);
-        *ks_min_p = fmin(*ks_min_p, p);
+        if ((rc = sl_stats_ks_uniform(x, m, &k->ks_d, &k->ks_p))) goto done;
+        k->mean_p = mean / (double)m;
+        k->rejected_fraction = rej / (double)m;
+        u->ks_min_p = fmin(u->ks_min_p, k->ks_p);
     }
-    *out = t;
+    *out = u;
+    u = NULL;
 done:
     free(pv);
-    free(s);
+    free(u);
     return rc;
 }
 
-int sl_verify_power_table(double delta, double df, double a, double power, sl_table **out)
+int sl_verify_uniformity_report(const sl_verify_uniformity_result *r, sl_table **out)
 {
-    *out = NULL;
-    double lambda, n;
-    int rc = sl_stats_lambda_for_power(df, a, power, &lambda);
-    if (!rc) rc = sl_stats_n_for_tv(delta, df, a, power, &n);
-    if (rc) return rc;
-    sl_table *t = sl_table_alloc("power");
-    if (!t) return SL_EFAIL;
-    add_col(t, "df", SL_COL_INT, NULL);
-    add_col(t, "level", SL_COL_DOUBLE, "%g");
-    add_col(t, "power", SL_COL_DOUBLE, "%g");
-    add_col(t, "tv", SL_COL_DOUBLE, "%g");
-    add_col(t, "lambda", SL_COL_DOUBLE, "%.4f");
-    add_col(t, "n", SL_COL_INT, NULL);
-    sl_table_add_row(t);
-    sl_table_set_int(t, 0, (int64_t)df);
-    sl_table_set_double(t, 1, a);
-    sl_table_set_double(t, 2, power);
-    sl_table_set_double(t, 3, delta);
-    sl_table_set_double(t, 4, lambda);
-    sl_table_set_int(t, 5, (int64_t)n);
+    static const sl_colspec cols[] = {SL_COL_S("test"), SL_COL_I("replications"), SL_COL_D("ks_d", "%.4f"),
+                                      SL_COL_D("ks_p", "%.4g"), SL_COL_D("mean_p", "%.4f"),
+                                      SL_COL_D("rejected_fraction", "%.4f")};
+    sl_table *t = SL_TABLE_NEW("uniformity", cols);
+    for (size_t i = 0; i < r->n_rows; i++) {
+        const sl_verify_ks *k = &r->row[i];
+        sl_table_row(t);
+        sl_table_sets(t, "test", k->test);
+        sl_table_seti(t, "replications", (int64_t)k->replications);
+        sl_table_setd(t, "ks_d", k->ks_d);
+        sl_table_setd(t, "ks_p", k->ks_p);
+        sl_table_setd(t, "mean_p", k->mean_p);
+        sl_table_setd(t, "rejected_fraction", k->rejected_fraction);
+    }
+    int rc = sl_table_status(t);
+    if (rc) {
+        sl_table_free(t);
+        t = NULL;
+    }
     *out = t;
-    return SL_OK;
+    return rc;
 }
 
-int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **tables, size_t *n_tables,
-                  sl_verify_summary *sum)
+int sl_verify_power(double tv, double df, double level, double power, sl_verify_power_result *out)
 {
-    *n_tables = 0;
-    memset(sum, 0, sizeof *sum);
-    sum->lenience_excess = NAN;
-    sum->max_freq_ratio = NAN;
-    if (!(o->level > 0 && o->level < 1)) return sl_fail(SL_EINPUT, "--level: %g, expected 0 < level < 1", o->level);
-    if (!(o->tv_delta > 0 && o->tv_delta <= 1)) return sl_fail(SL_EINPUT, "--tv: %g, expected 0 < tv <= 1", o->tv_delta);
+    *out = (sl_verify_power_result){df, level, power, tv, NAN, NAN};
+    int rc = sl_stats_lambda_for_power(df, level, power, &out->lambda);
+    if (!rc) rc = sl_stats_n_for_tv(tv, df, level, power, &out->n);
+    return rc;
+}
+
+int sl_verify_power_report(const sl_verify_power_result *r, sl_table **out)
+{
+    static const sl_colspec cols[] = {SL_COL_I("df"), SL_COL_D("level", "%g"), SL_COL_D("power", "%g"),
+                                      SL_COL_D("tv", "%g"), SL_COL_D("lambda", "%.4f"), SL_COL_I("n")};
+    sl_table *t = SL_TABLE_NEW("power", cols);
+    sl_table_row(t);
+    sl_table_seti(t, "df", (int64_t)r->df);
+    sl_table_setd(t, "level", r->level);
+    sl_table_setd(t, "power", r->power);
+    sl_table_setd(t, "tv", r->tv);
+    sl_table_setd(t, "lambda", r->lambda);
+    sl_table_seti(t, "n", (int64_t)r->n);
+    int rc = sl_table_status(t);
+    if (rc) {
+        sl_table_free(t);
+        t = NULL;
+    }
+    *out = t;
+    return rc;
+}
+
+/* The name of the null pmf of a rejection test under the rule. */
+static const char *rejection_null(const sl_spec_config *cfg)
+{
+    if (cfg->rule == SL_RULE_LENIENT_T0) return "argmax-p";
+    if (cfg->rule == SL_RULE_SAMPLER_MATCH) return "sampler-match";
+    return "residual";
+}
+
+int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_verify_result **out)
+{
+    *out = NULL;
+    if (!(o->level > 0 && o->level < 1)) return sl_fail(SL_EINPUT, "level: %g, expected 0 < level < 1", o->level);
+    if (!(o->tv_delta > 0 && o->tv_delta <= 1)) return sl_fail(SL_EINPUT, "tv: %g, expected 0 < tv <= 1", o->tv_delta);
     const size_t V = sl_mc_plan_vocab(plan), gamma = sl_mc_plan_gamma(plan), N = o->iterations;
     const sl_spec_config *cfg = sl_mc_plan_config(plan);
     const int iid = sl_mc_plan_layout(plan) == SL_MC_IID;
     if (sl_mc_plan_layout(plan) == SL_MC_SLIDING)
         return sl_fail(SL_EINPUT, "verify: a sliding (logged) source has no known joint target pmf");
-    if (o->two_sample && !iid) return sl_fail(SL_EINPUT, "--two-sample: needs a family with the same pair at every position");
+    if (o->two_sample && !iid) return sl_fail(SL_EINPUT, "two_sample: needs a family with the same pair at every position");
 
     int32_t *tok = sl_malloc(N * (gamma + 1) * sizeof *tok); /* (N, gamma+1) */
     uint8_t *nem = sl_malloc(N);                             /* (N) */
+    sl_verify_result *sum = calloc(1, sizeof *sum);
     vtest tests[MAX_TESTS];
     size_t nt = 0;
     memset(tests, 0, sizeof tests);
     int rc = SL_OK;
-    double *scratch = NULL, *adj = NULL, *prim = NULL;
     gsl_rng *tr = NULL;
     sl_alias *pal = NULL;
-    sl_table *tt = NULL, *vt = NULL, *lt = NULL;
-    if (!tok || !nem) {
-        rc = SL_EFAIL;
+    if (!tok || !nem || !sum) {
+        rc = sl_fail(SL_EFAIL, "out of memory allocating the verify run");
         goto done;
     }
+    sum->rule = cfg->rule;
+    sum->lenience = cfg->lenience;
+    sum->iterations = N;
+    sum->level = o->level;
+    sum->tv_delta = o->tv_delta;
+    sum->lenience_excess = NAN;
+    sum->max_freq_ratio = NAN;
     sl_mc_opts mo = {N, o->seed, o->threads, tok, nem, 1}; /* the sampler's own code */
     sl_mc_result res;
     if ((rc = sl_mc_run(plan, &mo, &res))) goto done;
-
+    sum->tokens = res.tokens;
     /* ---- counts ---- */
     size_t idx_first = 0, idx_k = 0, idx_bonus = 0, idx_rej = 0, idx_all = SIZE_MAX, idx_joint[4] = {0, 0, SIZE_MAX, SIZE_MAX};
     size_t Kj[4] = {1, V, V * V, V * V * V};
@@ -326,18 +351,17 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **ta
     }
 
     /* ---- tests ---- */
-    scratch = sl_malloc(8 * MAX_TESTS * sizeof *scratch);
-    adj = sl_malloc(MAX_TESTS * sizeof *adj);
-    prim = sl_malloc(MAX_TESTS * sizeof *prim);
-    if (!scratch || !adj || !prim) { rc = SL_EFAIL; goto done; }
-    double *px = scratch, *pg = px + MAX_TESTS, *pe = pg + MAX_TESTS, *stat_x = pe + MAX_TESTS,
-           *stat_g = stat_x + MAX_TESTS, *tv = stat_g + MAX_TESTS, *tvlo = tv + MAX_TESTS, *tvhi = tvlo + MAX_TESTS;
-    size_t cells[MAX_TESTS], nobs[MAX_TESTS], live[MAX_TESTS], n_live = 0;
-    double prand[MAX_TESTS]; /* randomized primary p-values (continuous under the null) */
-    const char *method[MAX_TESTS];
-    double dfv[MAX_TESTS];
+    size_t live[MAX_TESTS], n_live = 0;
     for (size_t i = 0; i < nt; i++) {
         vtest *t = &tests[i];
+        sl_verify_test *r = &sum->test[i];
+        memcpy(r->name, t->name, sizeof r->name);
+        const char *null = "target";
+        if (o->two_sample) null = "plain-target";
+        else if (i >= idx_rej && i < idx_rej + (iid ? 1 : gamma)) null = rejection_null(cfg);
+        else if (i == idx_joint[2]) null = "target^2";
+        else if (i == idx_joint[3]) null = "target^3";
+        snprintf(r->null, sizeof r->null, "%s", null);
         uint64_t n = 0, nb = 0;
         size_t m_pos = 0;
         for (size_t j = 0; j < t->k; j++) {
@@ -345,15 +369,19 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **ta
             if (t->counts_b) nb += t->counts_b[j];
             if (t->pmf && t->pmf[j] > 0) m_pos++;
         }
-        nobs[i] = n;
-        pe[i] = NAN;
-        method[i] = "none";
-        prand[i] = NAN;
+        r->n = n;
+        r->categories = t->k;
+        r->p_small = NAN;
+        r->method = "none";
+        r->p_random = NAN;
+        r->p_holm = NAN;
+        r->reject = -1;
+        r->power = NAN;
         if (n == 0 || (t->counts_b && nb == 0)) {
-            px[i] = pg[i] = prim[i] = NAN;
-            stat_x[i] = stat_g[i] = tv[i] = tvlo[i] = tvhi[i] = NAN;
-            cells[i] = 0;
-            dfv[i] = 0;
+            r->p_pearson = r->p_g = r->p_value = NAN;
+            r->pearson = r->g = r->tv = r->tv_lo = r->tv_hi = NAN;
+            r->cells = 0;
+            r->df = 0;
             continue;
         }
         sl_gof gx, gg;
@@ -362,126 +390,84 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **ta
             if ((rc = sl_stats_homogeneity(t->counts, t->counts_b, t->k, SL_GOF_G, &gg))) goto done;
             double d = 0;
             for (size_t j = 0; j < t->k; j++) d += fabs((double)t->counts[j] / (double)n - (double)t->counts_b[j] / (double)nb);
-            tv[i] = 0.5 * d;
+            r->tv = 0.5 * d;
             /* Each empirical pmf within its Hoeffding-union radius at level/2. */
             double lk = (double)t->k * log(2.0) + log(2.0 / o->level);
             double eps = sqrt(lk / (2.0 * (double)n)) + sqrt(lk / (2.0 * (double)nb));
-            tvlo[i] = fmax(0, tv[i] - eps);
-            tvhi[i] = fmin(1, tv[i] + eps);
-            method[i] = "homogeneity";
-            prim[i] = gx.p_value;
-            prand[i] = gx.p_value;
+            r->tv_lo = fmax(0, r->tv - eps);
+            r->tv_hi = fmin(1, r->tv + eps);
+            r->method = "homogeneity";
+            r->p_value = gx.p_value;
+            r->p_random = gx.p_value;
         } else {
             if ((rc = sl_stats_gof(t->counts, t->pmf, t->k, SL_GOF_PEARSON, &gx))) goto done;
             if ((rc = sl_stats_gof(t->counts, t->pmf, t->k, SL_GOF_G, &gg))) goto done;
-            if ((rc = sl_stats_tv_ci(t->counts, t->pmf, t->k, o->level, &tv[i], &tvlo[i], &tvhi[i]))) goto done;
-            prim[i] = gx.p_value;
-            prand[i] = gx.p_value;
-            method[i] = "asymptotic";
+            if ((rc = sl_stats_tv_ci(t->counts, t->pmf, t->k, o->level, &r->tv, &r->tv_lo, &r->tv_hi))) goto done;
+            r->p_value = gx.p_value;
+            r->p_random = gx.p_value;
+            r->method = "asymptotic";
             if (m_pos >= 2 && !gx.impossible && (n < 5 * m_pos || gx.n_cells < 2)) {
                 /* Small counts: the chi^2 approximation is not trusted; exact where affordable. */
                 double outcomes = sl_stats_multinomial_outcomes(n, m_pos);
                 double p_gt;
                 if (outcomes <= 1e6) {
-                    if ((rc = sl_stats_exact_multinomial_ext(t->counts, t->pmf, t->k, 1e6, &pe[i], &p_gt))) goto done;
-                    method[i] = "exact";
-                } else {
-                    if ((rc = sl_stats_mc_multinomial_ext(t->counts, t->pmf, t->k, o->mc_sims, o->seed + i, &pe[i], &p_gt)))
+                    if ((rc = sl_stats_exact_multinomial_ext(t->counts, t->pmf, t->k, 1e6, &r->p_small, &p_gt)))
                         goto done;
-                    method[i] = "monte-carlo";
+                    r->method = "exact";
+                } else {
+                    if ((rc = sl_stats_mc_multinomial_ext(t->counts, t->pmf, t->k, o->mc_sims, o->seed + i, &r->p_small,
+                                                          &p_gt)))
+                        goto done;
+                    r->method = "monte-carlo";
                 }
-                prim[i] = pe[i];
+                r->p_value = r->p_small;
                 /* The uniformity self-check needs continuous p-values: randomize the ties. */
                 gsl_rng *ur = sl_rng_alloc(o->seed, SL_STREAM_BOOT, 1000 + i);
                 if (!ur) { rc = SL_EFAIL; goto done; }
-                prand[i] = sl_stats_randomized_p(pe[i], p_gt, sl_rng_uniform53(ur));
+                r->p_random = sl_stats_randomized_p(r->p_small, p_gt, sl_rng_uniform53(ur));
                 gsl_rng_free(ur);
             }
         }
-        px[i] = gx.p_value;
-        pg[i] = gg.p_value;
-        stat_x[i] = gx.stat;
-        stat_g[i] = gg.stat;
-        cells[i] = gx.n_cells;
-        dfv[i] = gx.df;
+        r->p_pearson = gx.p_value;
+        r->p_g = gg.p_value;
+        r->pearson = gx.stat;
+        r->g = gg.stat;
+        r->cells = gx.n_cells;
+        r->df = gx.df;
         /* A null pmf with one possible token (or a table left with one cell) carries no
          * information unless an impossible token was seen: its constant p = 1 would only dilute
          * Holm and break the uniformity self-check, so it is reported but not counted. */
-        int degenerate = t->counts_b ? gx.n_cells < 2 : (m_pos < 2 && !gx.impossible);
-        if (degenerate) {
-            method[i] = "degenerate";
-            prim[i] = prand[i] = NAN;
+        r->degenerate = t->counts_b ? gx.n_cells < 2 : (m_pos < 2 && !gx.impossible);
+        if (r->degenerate) {
+            r->method = "degenerate";
+            r->p_value = r->p_random = NAN;
             continue;
         }
         live[n_live++] = i;
     }
     double live_p[MAX_TESTS], live_adj[MAX_TESTS];
-    for (size_t j = 0; j < n_live; j++) live_p[j] = prim[live[j]];
+    for (size_t j = 0; j < n_live; j++) live_p[j] = sum->test[live[j]].p_value;
     if ((rc = sl_stats_holm(live_p, n_live, live_adj))) goto done;
-    for (size_t i = 0; i < nt; i++) adj[i] = NAN;
     sum->min_p_holm = 1;
     sum->min_p = 1;
     for (size_t j = 0; j < n_live; j++) {
-        adj[live[j]] = live_adj[j];
+        sl_verify_test *r = &sum->test[live[j]];
+        r->p_holm = live_adj[j];
+        r->reject = live_adj[j] <= o->level;
         sum->min_p_holm = fmin(sum->min_p_holm, live_adj[j]);
         sum->min_p = fmin(sum->min_p, live_p[j]);
         sum->n_rejected += live_adj[j] <= o->level;
     }
     sum->n_tests = n_live;
     sum->n_rows = nt;
-    for (size_t i = 0; i < nt; i++) {
-        snprintf(sum->test_name[i], sizeof sum->test_name[i], "%s", tests[i].name);
-        sum->p_value[i] = prim[i];
-        sum->p_random[i] = prand[i];
-    }
     sum->rejected = sum->n_rejected > 0;
-    double power_level = o->level / (double)(n_live ? n_live : 1);
-
-    tt = sl_table_alloc("tests");
-    if (!tt) { rc = SL_EFAIL; goto done; }
-    add_col(tt, "test", SL_COL_STRING, NULL);
-    add_col(tt, "n", SL_COL_INT, NULL);
-    add_col(tt, "categories", SL_COL_INT, NULL);
-    add_col(tt, "cells", SL_COL_INT, NULL);
-    add_col(tt, "df", SL_COL_INT, NULL);
-    add_col(tt, "pearson", SL_COL_DOUBLE, "%.3f");
-    add_col(tt, "p_pearson", SL_COL_DOUBLE, "%.3g");
-    add_col(tt, "g", SL_COL_DOUBLE, "%.3f");
-    add_col(tt, "p_g", SL_COL_DOUBLE, "%.3g");
-    add_col(tt, "p_small", SL_COL_DOUBLE, "%.3g");
-    add_col(tt, "method", SL_COL_STRING, NULL);
-    add_col(tt, "p_value", SL_COL_DOUBLE, "%.3g");
-    add_col(tt, "p_holm", SL_COL_DOUBLE, "%.3g");
-    add_col(tt, "reject", SL_COL_INT, NULL);
-    add_col(tt, "tv", SL_COL_DOUBLE, "%.4f");
-    add_col(tt, "tv_lo", SL_COL_DOUBLE, "%.4f");
-    add_col(tt, "tv_hi", SL_COL_DOUBLE, "%.4f");
-    add_col(tt, "power", SL_COL_DOUBLE, "%.3f");
+    sum->power_level = o->level / (double)(n_live ? n_live : 1);
     for (size_t i = 0; i < nt; i++) {
-        vtest *t = &tests[i];
-        sl_table_add_row(tt);
-        sl_table_set_string(tt, 0, t->name);
-        sl_table_set_int(tt, 1, (int64_t)nobs[i]);
-        sl_table_set_int(tt, 2, (int64_t)t->k);
-        sl_table_set_int(tt, 3, (int64_t)cells[i]);
-        sl_table_set_int(tt, 4, (int64_t)dfv[i]);
-        sl_table_set_double(tt, 5, stat_x[i]);
-        sl_table_set_double(tt, 6, px[i]);
-        sl_table_set_double(tt, 7, stat_g[i]);
-        sl_table_set_double(tt, 8, pg[i]);
-        sl_table_set_double(tt, 9, pe[i]);
-        sl_table_set_string(tt, 10, method[i]);
-        sl_table_set_double(tt, 11, prim[i]);
-        sl_table_set_double(tt, 12, adj[i]);
-        if (!isnan(adj[i])) sl_table_set_int(tt, 13, adj[i] <= o->level);
-        sl_table_set_double(tt, 14, tv[i]);
-        sl_table_set_double(tt, 15, tvlo[i]);
-        sl_table_set_double(tt, 16, tvhi[i]);
-        if (dfv[i] >= 1) {
-            double neff = (double)nobs[i];
-            if (t->counts_b) neff = neff / 2; /* equal sample sizes: n_a n_b / (n_a + n_b) */
-            sl_table_set_double(tt, 17, sl_stats_power_at_n(neff, o->tv_delta, dfv[i], power_level));
-        }
+        sl_verify_test *r = &sum->test[i];
+        if (r->df < 1) continue;
+        double neff = (double)r->n;
+        if (tests[i].counts_b) neff = neff / 2; /* equal sample sizes: n_a n_b / (n_a + n_b) */
+        r->power = sl_stats_power_at_n(neff, o->tv_delta, r->df, sum->power_level);
     }
 
     /* ---- lenience bound ---- */
@@ -491,17 +477,13 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **ta
         uint64_t n = 0;
         for (size_t x = 0; x < V; x++) n += tests[idx_all].counts[x];
         double excess = -INFINITY, ratio = 0, a_tok = 0.001 / (double)V;
-        int table = V <= 64 && cfg->rule == SL_RULE_LENIENT;
-        if (table) {
-            lt = sl_table_alloc("lenience_bound");
-            if (!lt) { rc = SL_EFAIL; goto done; }
-            add_col(lt, "token", SL_COL_INT, NULL);
-            add_col(lt, "p", SL_COL_DOUBLE, "%.6f");
-            add_col(lt, "frequency", SL_COL_DOUBLE, "%.6f");
-            add_col(lt, "ci_lo", SL_COL_DOUBLE, "%.6f");
-            add_col(lt, "ci_hi", SL_COL_DOUBLE, "%.6f");
-            add_col(lt, "bound", SL_COL_DOUBLE, "%.6f");
-            add_col(lt, "within", SL_COL_INT, NULL);
+        if (V <= 64 && cfg->rule == SL_RULE_LENIENT && n > 0) {
+            sum->token = calloc(V, sizeof *sum->token);
+            if (!sum->token) {
+                rc = sl_fail(SL_EFAIL, "out of memory allocating the lenience bound");
+                goto done;
+            }
+            sum->n_tokens = V;
         }
         for (size_t x = 0; x < V && n > 0; x++) {
             uint64_t c = tests[idx_all].counts[x];
@@ -510,71 +492,113 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **ta
             excess = fmax(excess, lo - bound);
             if (p[x] > 0) ratio = fmax(ratio, f / p[x]);
             else if (c > 0) ratio = INFINITY;
-            if (table) {
-                sl_table_add_row(lt);
-                sl_table_set_int(lt, 0, (int64_t)x);
-                sl_table_set_double(lt, 1, p[x]);
-                sl_table_set_double(lt, 2, f);
-                sl_table_set_double(lt, 3, lo);
-                sl_table_set_double(lt, 4, hi);
-                sl_table_set_double(lt, 5, bound);
-                sl_table_set_int(lt, 6, lo <= bound);
-            }
+            if (sum->token) sum->token[x] = (sl_verify_token){p[x], f, lo, hi, bound, lo <= bound};
         }
         if (cfg->rule == SL_RULE_LENIENT) sum->lenience_excess = excess;
         sum->max_freq_ratio = ratio;
     }
-
-    vt = sl_table_alloc("verdict");
-    if (!vt) { rc = SL_EFAIL; goto done; }
-    add_col(vt, "rule", SL_COL_STRING, NULL);
-    add_col(vt, "lenience", SL_COL_DOUBLE, "%g");
-    add_col(vt, "iterations", SL_COL_INT, NULL);
-    add_col(vt, "tokens", SL_COL_INT, NULL);
-    add_col(vt, "tests", SL_COL_INT, NULL);
-    add_col(vt, "rejected_tests", SL_COL_INT, NULL);
-    add_col(vt, "min_p", SL_COL_DOUBLE, "%.3g");
-    add_col(vt, "min_p_holm", SL_COL_DOUBLE, "%.3g");
-    add_col(vt, "level", SL_COL_DOUBLE, "%g");
-    add_col(vt, "tv_delta", SL_COL_DOUBLE, "%g");
-    add_col(vt, "power_level", SL_COL_DOUBLE, "%.3g");
-    add_col(vt, "max_freq_ratio", SL_COL_DOUBLE, "%.4f");
-    add_col(vt, "lenience_excess", SL_COL_DOUBLE, "%.5f");
-    add_col(vt, "verdict", SL_COL_STRING, NULL);
-    sl_table_add_row(vt);
-    sl_table_set_string(vt, 0, sl_rule_name(cfg->rule));
-    sl_table_set_double(vt, 1, cfg->lenience);
-    sl_table_set_int(vt, 2, (int64_t)N);
-    sl_table_set_int(vt, 3, (int64_t)res.tokens);
-    sl_table_set_int(vt, 4, (int64_t)sum->n_tests);
-    sl_table_set_int(vt, 5, (int64_t)sum->n_rejected);
-    sl_table_set_double(vt, 6, sum->min_p);
-    sl_table_set_double(vt, 7, sum->min_p_holm);
-    sl_table_set_double(vt, 8, o->level);
-    sl_table_set_double(vt, 9, o->tv_delta);
-    sl_table_set_double(vt, 10, power_level);
-    sl_table_set_double(vt, 11, isinf(sum->max_freq_ratio) ? NAN : sum->max_freq_ratio);
-    sl_table_set_double(vt, 12, sum->lenience_excess);
-    sl_table_set_string(vt, 13, sum->rejected ? "not-lossless" : "consistent-with-lossless");
-    tables[(*n_tables)++] = vt;
-    tables[(*n_tables)++] = tt;
-    if (lt) tables[(*n_tables)++] = lt;
-    vt = tt = lt = NULL;
+    *out = sum;
+    sum = NULL;
 done:
-    sl_table_free(tt);
-    sl_table_free(vt);
-    sl_table_free(lt);
+    sl_verify_result_free(sum);
     for (size_t i = 0; i < nt; i++) {
         free(tests[i].counts);
         free(tests[i].counts_b);
         free(tests[i].pmf);
     }
-    free(scratch);
-    free(adj);
-    free(prim);
     free(tok);
     free(nem);
     if (tr) gsl_rng_free(tr);
     sl_alias_free(pal);
+    return rc;
+}
+
+/* Fails the first table that failed, frees them all and clears the list. */
+static int report_status(sl_table **t, size_t n)
+{
+    int rc = SL_OK;
+    for (size_t i = 0; i < n && !rc; i++) rc = t[i] ? sl_table_status(t[i]) : SL_EFAIL;
+    if (rc)
+        for (size_t i = 0; i < n; i++) {
+            sl_table_free(t[i]);
+            t[i] = NULL;
+        }
+    return rc;
+}
+
+int sl_verify_report(const sl_verify_result *r, sl_table **tables, size_t *n_tables)
+{
+    *n_tables = 0;
+    static const sl_colspec vcols[] = {
+        SL_COL_S("rule"), SL_COL_D("lenience", "%g"), SL_COL_I("iterations"), SL_COL_I("tokens"), SL_COL_I("tests"),
+        SL_COL_I("rejected_tests"), SL_COL_D("min_p", "%.3g"), SL_COL_D("min_p_holm", "%.3g"),
+        SL_COL_D("level", "%g"), SL_COL_D("tv_delta", "%g"), SL_COL_D("power_level", "%.3g"),
+        SL_COL_D("max_freq_ratio", "%.4f"), SL_COL_D("lenience_excess", "%.5f"), SL_COL_S("verdict")};
+    static const sl_colspec tcols[] = {
+        SL_COL_S("test"), SL_COL_I("n"), SL_COL_I("categories"), SL_COL_I("cells"), SL_COL_I("df"),
+        SL_COL_D("pearson", "%.3f"), SL_COL_D("p_pearson", "%.3g"), SL_COL_D("g", "%.3f"), SL_COL_D("p_g", "%.3g"),
+        SL_COL_D("p_small", "%.3g"), SL_COL_S("method"), SL_COL_D("p_value", "%.3g"), SL_COL_D("p_holm", "%.3g"),
+        SL_COL_I("reject"), SL_COL_D("tv", "%.4f"), SL_COL_D("tv_lo", "%.4f"), SL_COL_D("tv_hi", "%.4f"),
+        SL_COL_D("power", "%.3f")};
+    static const sl_colspec lcols[] = {SL_COL_I("token"), SL_COL_D("p", "%.6f"), SL_COL_D("frequency", "%.6f"),
+                                       SL_COL_D("ci_lo", "%.6f"), SL_COL_D("ci_hi", "%.6f"),
+                                       SL_COL_D("bound", "%.6f"), SL_COL_I("within")};
+    sl_table *vt = SL_TABLE_NEW("verdict", vcols), *tt = SL_TABLE_NEW("tests", tcols);
+    sl_table_row(vt);
+    sl_table_sets(vt, "rule", sl_rule_name(r->rule));
+    sl_table_setd(vt, "lenience", r->lenience);
+    sl_table_seti(vt, "iterations", (int64_t)r->iterations);
+    sl_table_seti(vt, "tokens", (int64_t)r->tokens);
+    sl_table_seti(vt, "tests", (int64_t)r->n_tests);
+    sl_table_seti(vt, "rejected_tests", (int64_t)r->n_rejected);
+    sl_table_setd(vt, "min_p", r->min_p);
+    sl_table_setd(vt, "min_p_holm", r->min_p_holm);
+    sl_table_setd(vt, "level", r->level);
+    sl_table_setd(vt, "tv_delta", r->tv_delta);
+    sl_table_setd(vt, "power_level", r->power_level);
+    sl_table_setd(vt, "max_freq_ratio", isinf(r->max_freq_ratio) ? NAN : r->max_freq_ratio);
+    sl_table_setd(vt, "lenience_excess", r->lenience_excess);
+    sl_table_sets(vt, "verdict", r->rejected ? "not-lossless" : "consistent-with-lossless");
+    for (size_t i = 0; i < r->n_rows; i++) {
+        const sl_verify_test *e = &r->test[i];
+        sl_table_row(tt);
+        sl_table_sets(tt, "test", e->name);
+        sl_table_seti(tt, "n", (int64_t)e->n);
+        sl_table_seti(tt, "categories", (int64_t)e->categories);
+        sl_table_seti(tt, "cells", (int64_t)e->cells);
+        sl_table_seti(tt, "df", (int64_t)e->df);
+        sl_table_setd(tt, "pearson", e->pearson);
+        sl_table_setd(tt, "p_pearson", e->p_pearson);
+        sl_table_setd(tt, "g", e->g);
+        sl_table_setd(tt, "p_g", e->p_g);
+        sl_table_setd(tt, "p_small", e->p_small);
+        sl_table_sets(tt, "method", e->method);
+        sl_table_setd(tt, "p_value", e->p_value);
+        sl_table_setd(tt, "p_holm", e->p_holm);
+        if (e->reject >= 0) sl_table_seti(tt, "reject", e->reject);
+        sl_table_setd(tt, "tv", e->tv);
+        sl_table_setd(tt, "tv_lo", e->tv_lo);
+        sl_table_setd(tt, "tv_hi", e->tv_hi);
+        sl_table_setd(tt, "power", e->power);
+    }
+    tables[(*n_tables)++] = vt;
+    tables[(*n_tables)++] = tt;
+    if (r->n_tokens) {
+        sl_table *lt = SL_TABLE_NEW("lenience_bound", lcols);
+        for (size_t x = 0; x < r->n_tokens; x++) {
+            const sl_verify_token *k = &r->token[x];
+            sl_table_row(lt);
+            sl_table_seti(lt, "token", (int64_t)x);
+            sl_table_setd(lt, "p", k->p);
+            sl_table_setd(lt, "frequency", k->frequency);
+            sl_table_setd(lt, "ci_lo", k->ci_lo);
+            sl_table_setd(lt, "ci_hi", k->ci_hi);
+            sl_table_setd(lt, "bound", k->bound);
+            sl_table_seti(lt, "within", k->within);
+        }
+        tables[(*n_tables)++] = lt;
+    }
+    int rc = report_status(tables, *n_tables);
+    if (rc) *n_tables = 0;
     return rc;
 }

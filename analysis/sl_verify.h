@@ -53,39 +53,99 @@ typedef struct {
 
 #define SL_VERIFY_MAX_TESTS (2 * SL_SPEC_GAMMA_MAX + 8)
 
+/* One goodness-of-fit (or homogeneity) test. Values without data are NaN (n = 0). */
 typedef struct {
+    char name[32];        /* first, token_k, bonus, after_rejection[_k], all, pair, triple */
+    char null[32];        /* the null pmf: target, residual, sampler-match, argmax-p, target^2,
+                             target^3, or plain-target (two-sample homogeneity) */
+    size_t n;             /* observations (speculative sample) */
+    size_t categories;    /* k: support of the test */
+    size_t cells;         /* cells after pooling */
+    double df;            /* degrees of freedom of the asymptotic test */
+    double pearson, p_pearson; /* Pearson chi^2 and its p-value */
+    double g, p_g;        /* G (likelihood ratio) and its p-value */
+    double p_small;       /* exact or Monte Carlo p-value for small counts; NaN when not used */
+    const char *method;   /* none | asymptotic | exact | monte-carlo | homogeneity | degenerate */
+    double p_value;       /* the primary p-value; NaN without data or when degenerate */
+    double p_random;      /* the same with ties randomized (sl_stats_randomized_p) */
+    double p_holm;        /* Holm-adjusted over the counted tests; NaN when not counted */
+    int reject;           /* p_holm <= level; -1 when not counted */
+    double tv, tv_lo, tv_hi; /* TV and its Hoeffding-union CI at the level */
+    double power;         /* power at n against TV >= tv_delta at level / tests; NaN when df < 1 */
+    int degenerate;       /* a null with one possible token: reported, not counted */
+} sl_verify_test;
+
+/* The lenient rules' bound freq(x) <= p(x) / l, one token (table only for V <= 64, lenient). */
+typedef struct {
+    double p, frequency, ci_lo, ci_hi, bound; /* Wilson CI at confidence 1 - 0.001/V */
+    int within;           /* ci_lo <= bound */
+} sl_verify_token;
+
+typedef struct {
+    sl_rule rule;
+    double lenience;
+    size_t iterations;
+    uint64_t tokens;      /* emitted by the speculative sampler */
+    double level, tv_delta;
     size_t n_rows;                                /* tests built, with data or not */
-    char test_name[SL_VERIFY_MAX_TESTS][32];      /* (n_rows) */
-    double p_value[SL_VERIFY_MAX_TESTS];          /* (n_rows) primary p-value; NaN without data */
-    double p_random[SL_VERIFY_MAX_TESTS];         /* (n_rows) the same with ties randomized for the
-                                                     exact and Monte Carlo tests (sl_stats_randomized_p) */
-    size_t n_tests;
+    sl_verify_test test[SL_VERIFY_MAX_TESTS];     /* (n_rows) */
+    size_t n_tests;       /* tests counted by Holm (with data, not degenerate) */
     size_t n_rejected;    /* tests with Holm-adjusted p <= level */
     double min_p_holm;
     double min_p;         /* smallest raw primary p-value */
+    double power_level;   /* level / n_tests: Holm's first threshold */
     int rejected;         /* the sampler is not lossless at the family-wise level */
     /* Lenient rules: max over tokens of (lower Wilson bound of the emitted frequency) - p(x)/l,
      * per token at confidence 1 - 0.001/V; <= 0 means the p(x)/l bound holds. NaN otherwise. */
     double lenience_excess;
-    double max_freq_ratio;  /* max_x freq(x) / p(x) in the stream */
-} sl_verify_summary;
+    double max_freq_ratio;  /* max_x freq(x) / p(x) in the stream (inf when p(x) = 0 was seen); NaN without */
+    size_t n_tokens;        /* rows of the lenience bound table (0: none) */
+    sl_verify_token *token; /* (n_tokens) */
+} sl_verify_result;
 
-/* Runs the sampler of plan and the tests; builds up to 3 tables (tests, verdict, lenience_bound)
- * owned by the caller. */
-int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_table **tables, size_t *n_tables,
-                  sl_verify_summary *sum);
+/* Runs the sampler of plan and the tests into *out (free with sl_verify_result_free). */
+int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_verify_result **out);
+void sl_verify_result_free(sl_verify_result *r);
+/* Renders a result: tables verdict, tests and (lenient rule, V <= 64) lenience_bound, owned by
+ * the caller; tables must hold 3. */
+int sl_verify_report(const sl_verify_result *r, sl_table **tables, size_t *n_tables);
 
 /* Self-check: runs `replications` independent verifications (seeds seed, seed+1, ...) and tests
  * each test's p-values against U(0,1) with Kolmogorov-Smirnov. Under a correct sampler they are
  * uniform: the exact and Monte Carlo p-values of small counts enter with their ties randomized
- * (p_random), the asymptotic ones as they are (nearly continuous when the cells are >= 5). One table
- * (test, replications, ks_d, ks_p, mean_p, rejected_fraction at `level`). *ks_min_p receives the
- * smallest KS p-value. */
-int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t replications, sl_table **out,
-                         double *ks_min_p);
+ * (p_random), the asymptotic ones as they are (nearly continuous when the cells are >= 5). */
+typedef struct {
+    char test[32];
+    size_t replications;  /* replications with data for this test */
+    double ks_d, ks_p;    /* NaN when fewer than 2 */
+    double mean_p;
+    double rejected_fraction; /* of raw p-values <= level */
+} sl_verify_ks;
 
-/* `--power`: observations needed for power `power` at level a with df degrees of freedom against
- * TV delta, as a one-row table (df, level, power, tv, lambda, n). */
-int sl_verify_power_table(double delta, double df, double a, double power, sl_table **out);
+typedef struct {
+    size_t replications;
+    double level;
+    size_t n_rows;
+    sl_verify_ks row[SL_VERIFY_MAX_TESTS]; /* (n_rows) */
+    double ks_min_p;      /* the smallest KS p-value (1 when none) */
+} sl_verify_uniformity_result;
+
+int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t replications,
+                         sl_verify_uniformity_result **out);
+void sl_verify_uniformity_free(sl_verify_uniformity_result *r);
+/* One table (test, replications, ks_d, ks_p, mean_p, rejected_fraction). */
+int sl_verify_uniformity_report(const sl_verify_uniformity_result *r, sl_table **out);
+
+/* Sample-size planning: observations needed for power `power` at level `level` with df degrees of
+ * freedom against TV tv (sl_stats_lambda_for_power, sl_stats_n_for_tv). */
+typedef struct {
+    double df, level, power, tv;
+    double lambda;        /* noncentrality reaching the power */
+    double n;             /* observations needed */
+} sl_verify_power_result;
+
+int sl_verify_power(double tv, double df, double level, double power, sl_verify_power_result *out);
+/* One-row table (df, level, power, tv, lambda, n). */
+int sl_verify_power_report(const sl_verify_power_result *r, sl_table **out);
 
 #endif

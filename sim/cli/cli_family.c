@@ -1,25 +1,27 @@
-/* cli_family.c: parsing of the options `speclab mc` and `speclab verify` share. */
+/* cli_family.c: the options `speclab mc` and `speclab verify` share, declared once. */
 #include "cli_family.h"
 
-#include "sl_cli.h"
-
-int sl_cli_family_option(int c, const char *arg, sl_mc_family_params *fp, sl_spec_config *cfg, int *have_family,
-                         int *rc)
+static int parse_family(const char *flag, const char *arg, void *dst)
 {
-    long lv = 0;
-    switch (c) {
-    case 'f': *rc = sl_mc_family_parse(arg, &fp->family); *have_family = 1; return 1;
-    case 'V': *rc = sl_cli_long_in("--vocab", arg, 2, 1L << 30, &lv); if (!*rc) fp->V = (size_t)lv; return 1;
-    case 'g': *rc = sl_cli_long_in("--gamma", arg, 1, SL_SPEC_GAMMA_MAX, &lv); if (!*rc) fp->gamma = (size_t)lv; return 1;
-    case 's': *rc = sl_cli_u64("--seed", arg, &fp->seed); return 1;
-    case 'e': *rc = sl_cli_double_in("--noise", arg, 0, 0, 1e6, 0, &fp->noise); return 1;
-    case 'a': *rc = sl_cli_double_in("--concentration", arg, 0, 1, 1e12, 0, &fp->concentration); return 1;
-    case 'z': *rc = sl_cli_double_in("--zipf-s", arg, 0, 1, 1e6, 0, &fp->zipf_s); return 1;
-    case 'P': *rc = sl_cli_double_in("--temp-p", arg, 0, 1, 1e6, 0, &fp->temp_p); return 1;
-    case 'Q': *rc = sl_cli_double_in("--temp-q", arg, 0, 1, 1e6, 0, &fp->temp_q); return 1;
-    case 'r': *rc = sl_rule_parse(arg, &cfg->rule); return 1;
-    case 'l': *rc = sl_cli_double_in("--lenience", arg, 0, 1, 1, 0, &cfg->lenience); return 1;
-    case 'K': *rc = sl_cli_long_in("--bug-k", arg, 1, 1L << 30, &lv); if (!*rc) cfg->bug_k = (size_t)lv; return 1;
-    default: return 0;
-    }
+    (void)flag;
+    return sl_mc_family_parse(arg, dst);
+}
+
+void sl_cli_family_group(sl_cli *c, sl_mc_family_params *fp, sl_spec_config *cfg, const char *vocab_help,
+                         const char *gamma_help)
+{
+    sl_cli_custom(c, "family", "F", &fp->family, parse_family,
+                  "identical | noisy | dirichlet | zipf | disjoint | positional");
+    sl_cli_size(c, "vocab", "V", &fp->V, 2, (size_t)1 << 30, vocab_help);
+    sl_cli_size(c, "gamma", "G", &fp->gamma, 1, SL_SPEC_GAMMA_MAX, gamma_help);
+    sl_cli_group_seed(c, &fp->seed, NULL);
+    sl_cli_dbl(c, "noise", "E", &fp->noise, 0, 1e6, 0,
+               "noisy/positional: std of the logit noise (default 0.5; positional uses E * i at draft position i)");
+    sl_cli_dbl(c, "concentration", "A", &fp->concentration, 0, 1e12, SL_OPT_LO_OPEN,
+               "Dirichlet parameter per token (default 1)");
+    sl_cli_dbl(c, "zipf-s", "S", &fp->zipf_s, 0, 1e6, SL_OPT_LO_OPEN, "Zipf exponent (default 1.1)");
+    sl_cli_dbl(c, "temp-p", "T", &fp->temp_p, 0, 1e6, SL_OPT_LO_OPEN, "Zipf target temperature (default 1)");
+    sl_cli_dbl(c, "temp-q", "T", &fp->temp_q, 0, 1e6, SL_OPT_LO_OPEN, "Zipf draft temperature (default 1.3)");
+    sl_cli_group_rule(c, cfg);
+    sl_cli_size(c, "bug-k", "K", &cfg->bug_k, 1, (size_t)1 << 30, "k of the top-k wrong variants (default 1)");
 }
