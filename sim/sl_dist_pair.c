@@ -46,16 +46,10 @@ int sl_dist_pair_compute(const double *p, const double *q, size_t V, double tol,
     r->kl_q_p = sl_dist_kl(q, p, V);
     r->entropy_p = sl_dist_entropy(p, V);
     r->entropy_q = sl_dist_entropy(q, V);
-    double alpha_l = 0, match = 0, nonit = INFINITY;
-    for (size_t x = 0; x < V; x++) {
-        alpha_l += fmin(q[x], p[x] / lenience);
-        match += p[x] * q[x];
-        if (p[x] > 0) nonit = fmin(nonit, q[x] / p[x]);
-        r->min_pq[x] = fmin(p[x], q[x]);
-    }
-    r->alpha_lenient = alpha_l;
-    r->alpha_sampler_match = match;
-    r->alpha_nonit_rejection = nonit;
+    for (size_t x = 0; x < V; x++) r->min_pq[x] = fmin(p[x], q[x]);
+    r->alpha_lenient = sl_dist_alpha_lenient(p, q, V, lenience);
+    r->alpha_sampler_match = sl_dist_alpha_match(p, q, V);
+    r->alpha_nonit_rejection = sl_dist_alpha_nonit(p, q, V);
     r->rejection_prob = sl_dist_residual(p, q, V, r->residual);
     /* With beta = 1 a rejection never happens and the residual is undefined. */
     if (!(r->rejection_prob > 0))
