@@ -23,7 +23,7 @@ static int validate(const sl_theory_grid_config *g, size_t n_c, size_t n_c_hat, 
         for (size_t i = 0; i < g->n_beta; i++)
             if ((rc = sl_theory_check_alpha("beta", g->beta[i]))) return rc;
     } else {
-        if (!g->alpha) return sl_fail(SL_EINPUT, "alpha: required (or give beta)");
+        if (!g->alpha) return sl_fail(SL_EINPUT, "alpha: required (or give beta_1..beta_G)");
         for (size_t i = 0; i < g->n_alpha; i++)
             if ((rc = sl_theory_check_alpha("alpha", g->alpha[i]))) return rc;
     }
