@@ -66,6 +66,7 @@ static size_t candidates(int g, size_t G, int *cand)
 int sl_recommend_run(const sl_recommend_config *cfg, sl_recommend_result *res)
 {
     memset(res, 0, sizeof *res);
+    if (!cfg->path) return sl_fail(SL_EINPUT, "path: no log file given");
     if (cfg->answer_tokens < 1) return sl_fail(SL_EINPUT, "answer: %zu tokens; expected at least 1", cfg->answer_tokens);
     if (cfg->n_sims < 1) return sl_fail(SL_EINPUT, "sims: %zu; expected at least 1", cfg->n_sims);
     sl_analyze_opts o;

@@ -786,7 +786,7 @@ Test(theory, grid_bad_input_names_the_quantity)
         {{.alpha = a, .n_alpha = 1, .gamma = g, .n_gamma = 1}, "gamma: "},
         {{.alpha = a, .n_alpha = 1}, "gamma: "},
         {{.alpha = a, .n_alpha = 1, .beta = beta, .n_beta = 1}, "alpha: "},
-        {{.alpha = a, .n_alpha = 1, .optimal = 0, .gamma_cap = 8, .gamma = beta, .n_gamma = 0}, "gamma_cap: "},
+        {{.alpha = a, .n_alpha = 1, .gamma_cap = 8}, "gamma_cap: "},
         {{.beta = beta, .n_beta = 1, .c_hat = neg, .n_c_hat = 1}, "c_hat: "},
         {{.beta = neg, .n_beta = 1}, "beta: "},
     };
