@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sl_common.h"
+#include "sl_stats.h"
 
 void sl_analyze_opts_init(sl_analyze_opts *o)
 {
@@ -41,25 +42,6 @@ static void note(sl_analyze_result *res, const char *s)
     if (res->n_notes < 8) snprintf(res->notes[res->n_notes++], sizeof res->notes[0], "%s", s);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The (1 - level)/2 and (1 + level)/2 percentiles of v (n, sorted in place); type-7 interpolation. */
-static void percentile_ci(double *v, size_t n, double level, double *lo, double *hi)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    double a[2] = {(1 - level) / 2, (1 + level) / 2}, *out[2] = {lo, hi};
-    for (int k = 0; k < 2; k++) {
-        double h = (double)(n - 1) * a[k];
-        size_t i = (size_t)floor(h);
-        double f = h - (double)i;
-        *out[k] = i + 1 < n ? v[i] + f * (v[i + 1] - v[i]) : v[n - 1];
-    }
-}
-
 int sl_analyze_boot_ratio(const double *num, const double *den, size_t n, size_t n_boot, double level, uint64_t seed,
                           double *est, double *lo, double *hi)
 {
@@ -85,7 +67,7 @@ int sl_analyze_boot_ratio(const double *num, const double *den, size_t n, size_t
         }
         if (d > 0) v[m++] = a / d;
     }
-    if (m >= 2) percentile_ci(v, m, level, lo, hi);
+    if (m >= 2) sl_stats_percentile_ci(v, m, level, lo, hi);
     free(v);
     gsl_rng_free(r);
     return SL_OK;
@@ -128,7 +110,7 @@ void sl_replay_oracle(const uint8_t *accept, size_t n, size_t gamma_max, double 
         size_t gmax = min_z(min_z(run, gamma_max), n - 1 - t);
         double best = INFINITY;
         for (size_t g = 0; g <= gmax; g++) {
-            double v = (double)g * c + vtab[g] + C[t + g + 1];
+            double v = sl_theory_iteration_cost((double)g, c, vtab[g]) + C[t + g + 1];
             if (v < best) best = v;
         }
         C[t] = best;
@@ -140,7 +122,7 @@ void sl_replay_oracle(const uint8_t *accept, size_t n, size_t gamma_max, double 
         size_t gmax = min_z(r, n - 1 - t), gbest = 0;
         double best = INFINITY;
         for (size_t g = 0; g <= gmax; g++) {
-            double v = (double)g * c + vtab[g] + C[t + g + 1];
+            double v = sl_theory_iteration_cost((double)g, c, vtab[g]) + C[t + g + 1];
             if (v < best) best = v, gbest = g;
         }
         t += step(accept, t, gbest, gbest, vtab, acc);
@@ -185,7 +167,7 @@ double sl_analyze_oracle_iid(double alpha, size_t G, double c, const double *vta
         ev += P * vtab[k];
         pk *= alpha;
     }
-    return ek1 / (c * ek + ev);
+    return ek1 / sl_theory_iteration_cost(ek, c, ev);
 }
 
 double sl_replay_latency(const double *beta, size_t n, size_t gamma, size_t answer, double c, const double *vtab,
@@ -196,7 +178,7 @@ double sl_replay_latency(const double *beta, size_t n, size_t gamma, size_t answ
     while (emitted < answer) {
         size_t g = min_z(gamma, answer - emitted - 1), k = 0;
         while (k < g && sl_rng_uniform53(r) < beta[(t + k) % n]) k++;
-        cost += (double)g * c + vtab[g];
+        cost += sl_theory_iteration_cost((double)g, c, vtab[g]);
         emitted += k + 1;
         t += k + 1;
     }
@@ -526,7 +508,7 @@ static void add_policy(sl_analyze_result *res, const char *name, double param, d
     p->iterations = a->iterations;
     p->draft_steps = a->draft_steps;
     p->verify_cost = a->verify_cost;
-    p->cost = a->draft_steps * c + a->verify_cost;
+    p->cost = sl_theory_iteration_cost(a->draft_steps, c, a->verify_cost);
     p->walltime_factor = p->cost > 0 ? a->tokens / p->cost : NAN;
     p->mean_gamma = a->iterations > 0 ? a->draft_steps / a->iterations : NAN;
 }
@@ -628,7 +610,7 @@ static int analyze_measure(sl_log_reader *r, const sl_analyze_opts *o, sl_analyz
             res->cond[k] = k == 0 ? U[0] : U[k - 1] > 0 ? U[k] / U[k - 1] : NAN;
             en += U[k];
             res->en_replay[k] = W > 0 ? en : NAN;
-            res->sp[k] = res->en_replay[k] / ((double)(k + 1) * c + vtab[k + 1]);
+            res->sp[k] = res->en_replay[k] / sl_theory_iteration_cost((double)(k + 1), c, vtab[k + 1]);
             sl_theory_expected_tokens(res->alpha, (int)k + 1, &res->en_iid[k]);
             res->en_lo[k] = res->en_hi[k] = res->sp_lo[k] = res->sp_hi[k] = NAN;
         }
@@ -654,8 +636,8 @@ static int analyze_measure(sl_log_reader *r, const sl_analyze_opts *o, sl_analyz
                 for (size_t bb = 0; bb < o->n_boot; bb++)
                     if (isfinite(bv[bb * G + k])) col[cnt++] = bv[bb * G + k];
                 if (cnt < 2) continue;
-                percentile_ci(col, cnt, o->ci_level, &res->en_lo[k], &res->en_hi[k]);
-                double den = (double)(k + 1) * c + vtab[k + 1];
+                sl_stats_percentile_ci(col, cnt, o->ci_level, &res->en_lo[k], &res->en_hi[k]);
+                double den = sl_theory_iteration_cost((double)(k + 1), c, vtab[k + 1]);
                 res->sp_lo[k] = res->en_lo[k] / den;
                 res->sp_hi[k] = res->en_hi[k] / den;
             }
@@ -671,7 +653,7 @@ static int analyze_measure(sl_log_reader *r, const sl_analyze_opts *o, sl_analyz
             int bg = 0;
             for (size_t g = 1; g <= G; g++) {
                 sl_replay_acc *a = &m.fixed[g - 1];
-                double f = a->tokens / (a->draft_steps * c + a->verify_cost);
+                double f = a->tokens / sl_theory_iteration_cost(a->draft_steps, c, a->verify_cost);
                 if (f > best) best = f, bg = (int)g;
             }
             if (bg < 1) continue; /* nothing was replayed */
@@ -842,10 +824,10 @@ int sl_analyze_file(const char *path, const sl_analyze_opts *o, sl_analyze_resul
 {
     memset(res, 0, sizeof *res);
     if (o->gamma_max < 1 || o->gamma_max > SL_ANALYZE_GMAX)
-        return sl_fail(SL_EINPUT, "--gamma-max: %zu is outside [1, %d]", o->gamma_max, SL_ANALYZE_GMAX);
+        return sl_fail(SL_EINPUT, "gamma_max: %zu is outside [1, %d]", o->gamma_max, SL_ANALYZE_GMAX);
     if (o->n_hist_bins < 1 || o->n_hist_bins > 64 || o->n_conf_bins < 1 || o->n_conf_bins > 64)
         return sl_fail(SL_EINPUT, "histogram bins must be in [1, 64]");
-    if (!(o->ci_level > 0 && o->ci_level < 1)) return sl_fail(SL_EINPUT, "--ci: %g is outside (0, 1)", o->ci_level);
+    if (!(o->ci_level > 0 && o->ci_level < 1)) return sl_fail(SL_EINPUT, "ci_level: %g is outside (0, 1)", o->ci_level);
     double t0 = sl_now_s();
     sl_log_reader *r = NULL;
     int rc = sl_log_open(&r, path);
@@ -867,13 +849,13 @@ int sl_analyze_file(const char *path, const sl_analyze_opts *o, sl_analyze_resul
     sl_log_reader *rr = NULL; /* the run log given beside a measure log */
     if (o->run_path && meta->kind == SL_LOG_MEASURE) {
         rc = sl_log_open(&rr, o->run_path);
-        if (!rc && sl_log_meta_of(rr)->kind != SL_LOG_RUN) rc = sl_fail(SL_EINPUT, "--run: %s is not a run log", o->run_path);
+        if (!rc && sl_log_meta_of(rr)->kind != SL_LOG_RUN) rc = sl_fail(SL_EINPUT, "run_log: %s is not a run log", o->run_path);
         if (!rc && sl_log_meta_of(rr)->vocab_size != meta->vocab_size)
-            rc = sl_fail(SL_EINPUT, "--run: %s has vocabulary %llu, %s has %llu", o->run_path,
+            rc = sl_fail(SL_EINPUT, "run_log: %s has vocabulary %llu, %s has %llu", o->run_path,
                          (unsigned long long)sl_log_meta_of(rr)->vocab_size, path, (unsigned long long)meta->vocab_size);
         if (!rc) rc = sl_log_read_costs(rr, &lc);
     } else if (o->run_path) {
-        rc = sl_fail(SL_EINPUT, "--run goes with a measure log; %s is a run log already", path);
+        rc = sl_fail(SL_EINPUT, "run_log: goes with a measure log; %s is a run log already", path);
     }
     if (!rc && meta->kind == SL_LOG_RUN) rc = sl_log_read_costs(r, &lc);
     sl_analyze_opts oo = *o; /* gamma_max may shrink to a measured v(n) table */
@@ -881,7 +863,7 @@ int sl_analyze_file(const char *path, const sl_analyze_opts *o, sl_analyze_resul
     res->gamma_max = oo.gamma_max;
     o = &oo;
     if (!rc && o->beta_only) {
-        if (!sl_log_has_dists(r)) rc = sl_fail(SL_EINPUT, "%s holds beta-level data only: --beta-only needs /distributions", path);
+        if (!sl_log_has_dists(r)) rc = sl_fail(SL_EINPUT, "beta_only: %s holds beta-level data only; recomputing beta needs /distributions", path);
         else rc = dists_pass(r, o, res);
         res->n_positions = sl_log_n_rows(r);
     } else if (!rc && meta->kind == SL_LOG_MEASURE) {
@@ -936,26 +918,14 @@ int sl_analyze_file(const char *path, const sl_analyze_opts *o, sl_analyze_resul
 
 /* ---- report ---- */
 
-static sl_table *tab(sl_table ***ts, size_t *n, const char *title)
+/* Appends a new table with the given columns to ts (16 slots, more than the report needs). */
+static sl_table *tab(sl_table **ts, size_t *n, const char *title, const sl_colspec *cols, size_t n_cols)
 {
-    sl_table *t = sl_table_alloc(title);
-    (*ts)[(*n)++] = t;
+    sl_table *t = sl_table_new(title, cols, n_cols);
+    ts[(*n)++] = t;
     return t;
 }
-
-static void cols(sl_table *t, const char *spec)
-{
-    /* "name:type" separated by spaces; type d (double), i (int), s (string) */
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", spec);
-    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
-        char *colon = strchr(tok, ':');
-        *colon = 0;
-        char ty = colon[1];
-        sl_table_add_col(t, tok, ty == 'i' ? SL_COL_INT : ty == 's' ? SL_COL_STRING : SL_COL_DOUBLE,
-                         ty == 'd' ? "%.6g" : NULL);
-    }
-}
+#define TAB(title, cols) tab(ts, &n, (title), (cols), sizeof(cols) / sizeof((cols)[0]))
 
 int sl_analyze_report(const sl_analyze_result *res, sl_table ***out, size_t *n_out)
 {
@@ -963,163 +933,204 @@ int sl_analyze_report(const sl_analyze_result *res, sl_table ***out, size_t *n_o
     size_t n = 0, G = res->gamma_max;
     if (!ts) return sl_fail(SL_EFAIL, "out of memory");
     const sl_log_meta *m = &res->meta;
-    sl_table *t = tab(&ts, &n, "summary");
-    cols(t, "kind:s target:s draft:s vocab_size:i temperature:d top_k:i top_p:d dist:s sequences:i rows:i alpha:d "
-            "alpha_ci_lo:d alpha_ci_hi:d ci_level:d n_boot:i d_lk_mean:d dlk_identity_max:d entropy_p_mean:d "
-            "entropy_q_mean:d q_max_mean:d seconds:d");
-    sl_table_add_row(t);
-    size_t c = 0;
-    sl_table_set_string(t, c++, sl_log_kind_name(res->kind));
-    sl_table_set_string(t, c++, m->target_name);
-    sl_table_set_string(t, c++, m->draft_name);
-    sl_table_set_int(t, c++, (int64_t)m->vocab_size);
-    sl_table_set_double(t, c++, m->sampling.temperature);
-    sl_table_set_int(t, c++, (int64_t)m->sampling.top_k);
-    sl_table_set_double(t, c++, m->sampling.top_p);
-    sl_table_set_string(t, c++, sl_log_dist_name(m->dist));
-    sl_table_set_int(t, c++, (int64_t)res->n_sequences);
-    sl_table_set_int(t, c++, (int64_t)res->n_positions);
-    double sv[] = {res->alpha, res->alpha_lo, res->alpha_hi, res->ci_level};
-    for (size_t i = 0; i < 4; i++) sl_table_set_double(t, c++, sv[i]);
-    sl_table_set_int(t, c++, (int64_t)res->n_boot);
-    double sv2[] = {res->kind == SL_LOG_MEASURE ? res->d_lk_mean : NAN, res->kind == SL_LOG_MEASURE ? res->dlk_identity_max : NAN,
-                    res->kind == SL_LOG_MEASURE ? res->entropy_p_mean : NAN, res->kind == SL_LOG_MEASURE ? res->entropy_q_mean : NAN,
-                    res->kind == SL_LOG_MEASURE ? res->q_max_mean : NAN, res->seconds};
-    for (size_t i = 0; i < 6; i++) sl_table_set_double(t, c++, sv2[i]);
+    int measure = res->kind == SL_LOG_MEASURE;
+    static const sl_colspec summary_cols[] = {
+        SL_COL_S("kind"), SL_COL_S("target"), SL_COL_S("draft"), SL_COL_I("vocab_size"),
+        SL_COL_D("temperature", NULL), SL_COL_I("top_k"), SL_COL_D("top_p", NULL), SL_COL_S("dist"),
+        SL_COL_I("sequences"), SL_COL_I("rows"), SL_COL_D("alpha", NULL), SL_COL_D("alpha_ci_lo", NULL),
+        SL_COL_D("alpha_ci_hi", NULL), SL_COL_D("ci_level", NULL), SL_COL_I("n_boot"), SL_COL_D("d_lk_mean", NULL),
+        SL_COL_D("dlk_identity_max", NULL), SL_COL_D("entropy_p_mean", NULL), SL_COL_D("entropy_q_mean", NULL),
+        SL_COL_D("q_max_mean", NULL), SL_COL_D("seconds", NULL)};
+    sl_table *t = TAB("summary", summary_cols);
+    sl_table_row(t);
+    sl_table_sets(t, "kind", sl_log_kind_name(res->kind));
+    sl_table_sets(t, "target", m->target_name);
+    sl_table_sets(t, "draft", m->draft_name);
+    sl_table_seti(t, "vocab_size", (int64_t)m->vocab_size);
+    sl_table_setd(t, "temperature", m->sampling.temperature);
+    sl_table_seti(t, "top_k", (int64_t)m->sampling.top_k);
+    sl_table_setd(t, "top_p", m->sampling.top_p);
+    sl_table_sets(t, "dist", sl_log_dist_name(m->dist));
+    sl_table_seti(t, "sequences", (int64_t)res->n_sequences);
+    sl_table_seti(t, "rows", (int64_t)res->n_positions);
+    sl_table_setd(t, "alpha", res->alpha);
+    sl_table_setd(t, "alpha_ci_lo", res->alpha_lo);
+    sl_table_setd(t, "alpha_ci_hi", res->alpha_hi);
+    sl_table_setd(t, "ci_level", res->ci_level);
+    sl_table_seti(t, "n_boot", (int64_t)res->n_boot);
+    sl_table_setd(t, "d_lk_mean", measure ? res->d_lk_mean : NAN);
+    sl_table_setd(t, "dlk_identity_max", measure ? res->dlk_identity_max : NAN);
+    sl_table_setd(t, "entropy_p_mean", measure ? res->entropy_p_mean : NAN);
+    sl_table_setd(t, "entropy_q_mean", measure ? res->entropy_q_mean : NAN);
+    sl_table_setd(t, "q_max_mean", measure ? res->q_max_mean : NAN);
+    sl_table_setd(t, "seconds", res->seconds);
 
     if (res->have_run) {
-        t = tab(&ts, &n, "run");
-        cols(t, "iterations:i acceptance:d acceptance_ci_lo:d acceptance_ci_hi:d mean_emitted:d draft_s:d verify_s:d "
-                "sample_s:d spec_tokens_per_s:d base_tokens_per_s:d walltime_speedup:d c:d");
-        sl_table_add_row(t);
-        sl_table_set_int(t, 0, (int64_t)res->n_iterations);
-        double rv[] = {res->accept_rate, res->accept_lo, res->accept_hi, res->mean_emitted, res->draft_s, res->verify_s,
-                       res->sample_s, res->spec_tokens_per_s, res->base_tokens_per_s,
-                       res->spec_tokens_per_s / res->base_tokens_per_s, res->c_deploy};
-        for (size_t i = 0; i < 11; i++) sl_table_set_double(t, i + 1, rv[i]);
+        static const sl_colspec run_cols[] = {
+            SL_COL_I("iterations"), SL_COL_D("acceptance", NULL), SL_COL_D("acceptance_ci_lo", NULL),
+            SL_COL_D("acceptance_ci_hi", NULL), SL_COL_D("mean_emitted", NULL), SL_COL_D("draft_s", NULL),
+            SL_COL_D("verify_s", NULL), SL_COL_D("sample_s", NULL), SL_COL_D("spec_tokens_per_s", NULL),
+            SL_COL_D("base_tokens_per_s", NULL), SL_COL_D("walltime_speedup", NULL), SL_COL_D("c", NULL)};
+        t = TAB("run", run_cols);
+        sl_table_row(t);
+        sl_table_seti(t, "iterations", (int64_t)res->n_iterations);
+        sl_table_setd(t, "acceptance", res->accept_rate);
+        sl_table_setd(t, "acceptance_ci_lo", res->accept_lo);
+        sl_table_setd(t, "acceptance_ci_hi", res->accept_hi);
+        sl_table_setd(t, "mean_emitted", res->mean_emitted);
+        sl_table_setd(t, "draft_s", res->draft_s);
+        sl_table_setd(t, "verify_s", res->verify_s);
+        sl_table_setd(t, "sample_s", res->sample_s);
+        sl_table_setd(t, "spec_tokens_per_s", res->spec_tokens_per_s);
+        sl_table_setd(t, "base_tokens_per_s", res->base_tokens_per_s);
+        sl_table_setd(t, "walltime_speedup", res->spec_tokens_per_s / res->base_tokens_per_s);
+        sl_table_setd(t, "c", res->c_deploy);
     }
 
-    t = tab(&ts, &n, "beta_quantiles");
-    cols(t, "quantile:d beta:d");
+    static const sl_colspec quantile_cols[] = {SL_COL_D("quantile", NULL), SL_COL_D("beta", NULL)};
+    t = TAB("beta_quantiles", quantile_cols);
     for (int k = 0; k < 9; k++) {
-        sl_table_add_row(t);
-        sl_table_set_double(t, 0, res->quantile_p[k]);
-        sl_table_set_double(t, 1, res->quantile[k]);
+        sl_table_row(t);
+        sl_table_setd(t, "quantile", res->quantile_p[k]);
+        sl_table_setd(t, "beta", res->quantile[k]);
     }
-    t = tab(&ts, &n, "beta_histogram");
-    cols(t, "beta_lo:d beta_hi:d count:i fraction:d");
+    static const sl_colspec hist_cols[] = {SL_COL_D("beta_lo", NULL), SL_COL_D("beta_hi", NULL), SL_COL_I("count"),
+                                           SL_COL_D("fraction", NULL)};
+    t = TAB("beta_histogram", hist_cols);
     uint64_t tot = 0;
     for (size_t k = 0; k < res->n_hist; k++) tot += res->hist[k];
     for (size_t k = 0; k < res->n_hist; k++) {
-        sl_table_add_row(t);
-        sl_table_set_double(t, 0, (double)k / (double)res->n_hist);
-        sl_table_set_double(t, 1, (double)(k + 1) / (double)res->n_hist);
-        sl_table_set_int(t, 2, (int64_t)res->hist[k]);
-        sl_table_set_double(t, 3, tot ? (double)res->hist[k] / (double)tot : NAN);
+        sl_table_row(t);
+        sl_table_setd(t, "beta_lo", (double)k / (double)res->n_hist);
+        sl_table_setd(t, "beta_hi", (double)(k + 1) / (double)res->n_hist);
+        sl_table_seti(t, "count", (int64_t)res->hist[k]);
+        sl_table_setd(t, "fraction", tot ? (double)res->hist[k] / (double)tot : NAN);
     }
 
-    t = tab(&ts, &n, "acceptance_by_position");
-    cols(t, "position:i unconditional_replay:d conditional_replay:d unconditional_observed:d conditional_observed:d");
+    static const sl_colspec pos_cols[] = {SL_COL_I("position"), SL_COL_D("unconditional_replay", NULL),
+                                          SL_COL_D("conditional_replay", NULL), SL_COL_D("unconditional_observed", NULL),
+                                          SL_COL_D("conditional_observed", NULL)};
+    t = TAB("acceptance_by_position", pos_cols);
     for (size_t k = 0; k < G; k++) {
-        sl_table_add_row(t);
-        sl_table_set_int(t, 0, (int64_t)k + 1);
-        sl_table_set_double(t, 1, res->uncond[k]);
-        sl_table_set_double(t, 2, res->cond[k]);
-        sl_table_set_double(t, 3, res->have_run ? res->obs_uncond[k] : NAN);
-        sl_table_set_double(t, 4, res->have_run ? res->obs_cond[k] : NAN);
+        sl_table_row(t);
+        sl_table_seti(t, "position", (int64_t)k + 1);
+        sl_table_setd(t, "unconditional_replay", res->uncond[k]);
+        sl_table_setd(t, "conditional_replay", res->cond[k]);
+        sl_table_setd(t, "unconditional_observed", res->have_run ? res->obs_uncond[k] : NAN);
+        sl_table_setd(t, "conditional_observed", res->have_run ? res->obs_cond[k] : NAN);
     }
 
-    if (res->kind == SL_LOG_MEASURE) {
-        t = tab(&ts, &n, "acceptance_by_confidence");
-        cols(t, "q_max_lo:d q_max_hi:d count:i mean_beta:d");
+    if (measure) {
+        static const sl_colspec conf_cols[] = {SL_COL_D("q_max_lo", NULL), SL_COL_D("q_max_hi", NULL), SL_COL_I("count"),
+                                               SL_COL_D("mean_beta", NULL)};
+        t = TAB("acceptance_by_confidence", conf_cols);
         for (size_t k = 0; k < res->n_conf; k++) {
-            sl_table_add_row(t);
-            sl_table_set_double(t, 0, (double)k / (double)res->n_conf);
-            sl_table_set_double(t, 1, (double)(k + 1) / (double)res->n_conf);
-            sl_table_set_int(t, 2, (int64_t)res->conf_count[k]);
-            sl_table_set_double(t, 3, res->conf_beta[k]);
+            sl_table_row(t);
+            sl_table_setd(t, "q_max_lo", (double)k / (double)res->n_conf);
+            sl_table_setd(t, "q_max_hi", (double)(k + 1) / (double)res->n_conf);
+            sl_table_seti(t, "count", (int64_t)res->conf_count[k]);
+            sl_table_setd(t, "mean_beta", res->conf_beta[k]);
         }
     }
 
-    t = tab(&ts, &n, "expected_tokens");
-    cols(t, "gamma:i iid:d replay:d replay_ci_lo:d replay_ci_hi:d observed:d observed_iterations:i");
+    static const sl_colspec en_cols[] = {SL_COL_I("gamma"), SL_COL_D("iid", NULL), SL_COL_D("replay", NULL),
+                                         SL_COL_D("replay_ci_lo", NULL), SL_COL_D("replay_ci_hi", NULL),
+                                         SL_COL_D("observed", NULL), SL_COL_I("observed_iterations")};
+    t = TAB("expected_tokens", en_cols);
     for (size_t k = 0; k < G; k++) {
-        sl_table_add_row(t);
-        sl_table_set_int(t, 0, (int64_t)k + 1);
-        double ev[] = {res->en_iid[k], res->en_replay[k], res->en_lo[k], res->en_hi[k], res->en_observed[k]};
-        for (size_t i = 0; i < 5; i++) sl_table_set_double(t, i + 1, i == 4 && !res->have_run ? NAN : ev[i]);
-        sl_table_set_int(t, 6, (int64_t)res->n_observed[k]);
+        sl_table_row(t);
+        sl_table_seti(t, "gamma", (int64_t)k + 1);
+        sl_table_setd(t, "iid", res->en_iid[k]);
+        sl_table_setd(t, "replay", res->en_replay[k]);
+        sl_table_setd(t, "replay_ci_lo", res->en_lo[k]);
+        sl_table_setd(t, "replay_ci_hi", res->en_hi[k]);
+        sl_table_setd(t, "observed", res->have_run ? res->en_observed[k] : NAN);
+        sl_table_seti(t, "observed_iterations", (int64_t)res->n_observed[k]);
     }
 
     if (res->have_dists) {
-        t = tab(&ts, &n, "lenience");
-        cols(t, "lenience:d alpha_standard:d alpha_temperature0:d");
+        static const sl_colspec len_cols[] = {SL_COL_D("lenience", NULL), SL_COL_D("alpha_standard", NULL),
+                                              SL_COL_D("alpha_temperature0", NULL)};
+        t = TAB("lenience", len_cols);
         for (size_t k = 0; k < res->n_len; k++) {
-            sl_table_add_row(t);
-            sl_table_set_double(t, 0, res->lenience[k]);
-            sl_table_set_double(t, 1, res->alpha_l[k]);
-            sl_table_set_double(t, 2, res->alpha_t0[k]);
+            sl_table_row(t);
+            sl_table_setd(t, "lenience", res->lenience[k]);
+            sl_table_setd(t, "alpha_standard", res->alpha_l[k]);
+            sl_table_setd(t, "alpha_temperature0", res->alpha_t0[k]);
         }
-        t = tab(&ts, &n, "other_rules");
-        cols(t, "beta_logged:d beta_from_dists:d beta_dists_max_abs_diff:d sampler_match:d nonit_rejection:d");
-        sl_table_add_row(t);
-        double ov[] = {res->alpha, res->beta_dists, res->beta_dists_maxdiff, res->match, res->nonit};
-        for (size_t i = 0; i < 5; i++) sl_table_set_double(t, i, ov[i]);
+        static const sl_colspec rule_cols[] = {SL_COL_D("beta_logged", NULL), SL_COL_D("beta_from_dists", NULL),
+                                               SL_COL_D("beta_dists_max_abs_diff", NULL),
+                                               SL_COL_D("sampler_match", NULL), SL_COL_D("nonit_rejection", NULL)};
+        t = TAB("other_rules", rule_cols);
+        sl_table_row(t);
+        sl_table_setd(t, "beta_logged", res->alpha);
+        sl_table_setd(t, "beta_from_dists", res->beta_dists);
+        sl_table_setd(t, "beta_dists_max_abs_diff", res->beta_dists_maxdiff);
+        sl_table_setd(t, "sampler_match", res->match);
+        sl_table_setd(t, "nonit_rejection", res->nonit);
     }
 
-    t = tab(&ts, &n, "factors");
-    cols(t, "c:d c_hat:d gamma:i v:d walltime_thm38:d walltime_v:d walltime_replay:d ops_factor:d");
+    static const sl_colspec factor_cols[] = {SL_COL_D("c", NULL), SL_COL_D("c_hat", NULL), SL_COL_I("gamma"),
+                                             SL_COL_D("v", NULL), SL_COL_D("walltime_thm38", NULL),
+                                             SL_COL_D("walltime_v", NULL), SL_COL_D("walltime_replay", NULL),
+                                             SL_COL_D("ops_factor", NULL)};
+    t = TAB("factors", factor_cols);
     for (size_t ci = 0; ci < res->n_cs; ci++)
         for (size_t k = 0; k < G; k++) {
-            sl_table_add_row(t);
-            sl_table_set_double(t, 0, res->cs[ci]);
-            sl_table_set_double(t, 1, res->c_hat[ci]);
-            sl_table_set_int(t, 2, (int64_t)k + 1);
-            sl_table_set_double(t, 3, res->vtab[k + 1]);
-            sl_table_set_double(t, 4, res->f38[ci][k]);
-            sl_table_set_double(t, 5, res->fv[ci][k]);
-            sl_table_set_double(t, 6, res->frep[ci][k]);
-            sl_table_set_double(t, 7, res->fops[ci][k]);
+            sl_table_row(t);
+            sl_table_setd(t, "c", res->cs[ci]);
+            sl_table_setd(t, "c_hat", res->c_hat[ci]);
+            sl_table_seti(t, "gamma", (int64_t)k + 1);
+            sl_table_setd(t, "v", res->vtab[k + 1]);
+            sl_table_setd(t, "walltime_thm38", res->f38[ci][k]);
+            sl_table_setd(t, "walltime_v", res->fv[ci][k]);
+            sl_table_setd(t, "walltime_replay", res->frep[ci][k]);
+            sl_table_setd(t, "ops_factor", res->fops[ci][k]);
         }
-    t = tab(&ts, &n, "optimal_gamma");
-    cols(t, "c:d gamma_iid:i factor_iid:d at_cap_iid:i gamma_replay:i factor_replay:d at_cap_replay:i "
-            "cor39_alpha_gt_c:i cor39_bound:d");
+    static const sl_colspec opt_cols[] = {
+        SL_COL_D("c", NULL), SL_COL_I("gamma_iid"), SL_COL_D("factor_iid", NULL), SL_COL_I("at_cap_iid"),
+        SL_COL_I("gamma_replay"), SL_COL_D("factor_replay", NULL), SL_COL_I("at_cap_replay"),
+        SL_COL_I("cor39_alpha_gt_c"), SL_COL_D("cor39_bound", NULL)};
+    t = TAB("optimal_gamma", opt_cols);
     for (size_t ci = 0; ci < res->n_cs; ci++) {
-        sl_table_add_row(t);
-        sl_table_set_double(t, 0, res->cs[ci]);
-        sl_table_set_int(t, 1, res->opt_iid[ci]);
-        sl_table_set_double(t, 2, res->optf_iid[ci]);
-        sl_table_set_int(t, 3, res->opt_iid_cap[ci]);
+        sl_table_row(t);
+        sl_table_setd(t, "c", res->cs[ci]);
+        sl_table_seti(t, "gamma_iid", res->opt_iid[ci]);
+        sl_table_setd(t, "factor_iid", res->optf_iid[ci]);
+        sl_table_seti(t, "at_cap_iid", res->opt_iid_cap[ci]);
         if (res->have_replay) {
-            sl_table_set_int(t, 4, res->opt_rep[ci]);
-            sl_table_set_double(t, 5, res->optf_rep[ci]);
-            sl_table_set_int(t, 6, res->opt_rep_cap[ci]);
+            sl_table_seti(t, "gamma_replay", res->opt_rep[ci]);
+            sl_table_setd(t, "factor_replay", res->optf_rep[ci]);
+            sl_table_seti(t, "at_cap_replay", res->opt_rep_cap[ci]);
         }
-        sl_table_set_int(t, 7, res->cor_improves[ci]);
-        sl_table_set_double(t, 8, res->cor_bound[ci]);
+        sl_table_seti(t, "cor39_alpha_gt_c", res->cor_improves[ci]);
+        sl_table_setd(t, "cor39_bound", res->cor_bound[ci]);
     }
 
     if (res->n_pol) {
-        t = tab(&ts, &n, "dynamic_gamma");
-        cols(t, "c:d policy:s param:d walltime_factor:d vs_best_fixed:d mean_draft_steps:d iterations:i tokens:i");
+        static const sl_colspec pol_cols[] = {SL_COL_D("c", NULL), SL_COL_S("policy"), SL_COL_D("param", NULL),
+                                              SL_COL_D("walltime_factor", NULL), SL_COL_D("vs_best_fixed", NULL),
+                                              SL_COL_D("mean_draft_steps", NULL), SL_COL_I("iterations"),
+                                              SL_COL_I("tokens")};
+        t = TAB("dynamic_gamma", pol_cols);
         for (size_t i = 0; i < res->n_pol; i++) {
             const sl_analyze_policy *p = &res->pol[i];
             size_t ci = 0;
             while (ci < res->n_cs && res->cs[ci] != p->c) ci++;
-            sl_table_add_row(t);
-            sl_table_set_double(t, 0, p->c);
-            sl_table_set_string(t, 1, p->policy);
-            sl_table_set_double(t, 2, p->param);
-            sl_table_set_double(t, 3, p->walltime_factor);
-            sl_table_set_double(t, 4, ci < res->n_cs ? p->walltime_factor / res->best_fixed[ci] : NAN);
-            sl_table_set_double(t, 5, p->mean_gamma);
-            sl_table_set_int(t, 6, (int64_t)p->iterations);
-            sl_table_set_int(t, 7, (int64_t)p->tokens);
+            sl_table_row(t);
+            sl_table_setd(t, "c", p->c);
+            sl_table_sets(t, "policy", p->policy);
+            sl_table_setd(t, "param", p->param);
+            sl_table_setd(t, "walltime_factor", p->walltime_factor);
+            sl_table_setd(t, "vs_best_fixed", ci < res->n_cs ? p->walltime_factor / res->best_fixed[ci] : NAN);
+            sl_table_setd(t, "mean_draft_steps", p->mean_gamma);
+            sl_table_seti(t, "iterations", (int64_t)p->iterations);
+            sl_table_seti(t, "tokens", (int64_t)p->tokens);
         }
     }
 
-    t = tab(&ts, &n, "notes");
-    cols(t, "note:s");
+    static const sl_colspec note_cols[] = {SL_COL_S("note")};
+    t = TAB("notes", note_cols);
     const char *fixed_notes[] = {
         "alpha CI: percentile bootstrap resampling whole sequences",
         "unconditional = P(draft i accepted) per iteration (vLLM's per-position rate); conditional = P(draft i "
@@ -1127,26 +1138,28 @@ int sl_analyze_report(const sl_analyze_result *res, sl_table ***out, size_t *n_o
         "replay: the logged beta sequences, a window of gamma consecutive positions per iteration; observed: a run log",
     };
     for (size_t i = 0; i < 3; i++) {
-        sl_table_add_row(t);
-        sl_table_set_string(t, 0, fixed_notes[i]);
+        sl_table_row(t);
+        sl_table_sets(t, "note", fixed_notes[i]);
     }
     for (size_t i = 0; i < res->n_notes; i++) {
-        sl_table_add_row(t);
-        sl_table_set_string(t, 0, res->notes[i]);
+        sl_table_row(t);
+        sl_table_sets(t, "note", res->notes[i]);
+    }
+    /* One check covers every call above: the first failure of any table is its sticky status. */
+    int rc = SL_OK;
+    for (size_t i = 0; i < n && !rc; i++) rc = sl_table_status(ts[i]);
+    if (rc) {
+        for (size_t i = 0; i < n; i++) sl_table_free(ts[i]);
+        free(ts);
+        return rc;
     }
     *out = ts;
     *n_out = n;
     return SL_OK;
 }
+#undef TAB
 
 /* ---- latency spread (recommend) ---- */
-
-static double quantile_sorted(const double *v, size_t n, double p)
-{
-    double h = (double)(n - 1) * p;
-    size_t i = (size_t)floor(h);
-    return i + 1 < n ? v[i] + (h - (double)i) * (v[i + 1] - v[i]) : v[n - 1];
-}
 
 int sl_analyze_latency(const char *path, double alpha, const size_t *gammas, size_t n_g, size_t answer, size_t n_sims,
                        uint64_t seed, double c, const double *vtab, double *q)
@@ -1202,11 +1215,10 @@ int sl_analyze_latency(const char *path, double alpha, const size_t *gammas, siz
     }
     for (size_t gi = 0; !rc && gi < n_g; gi++) {
         double *v = lat + gi * per * used, mean = 0;
-        qsort(v, m, sizeof *v, cmp_double);
-        for (size_t j = 0; j < m; j++) mean += v[j];
-        q[gi * 4 + 0] = quantile_sorted(v, m, 0.5);
-        q[gi * 4 + 1] = quantile_sorted(v, m, 0.9);
-        q[gi * 4 + 2] = quantile_sorted(v, m, 0.99);
+        q[gi * 4 + 0] = sl_stats_quantile(v, m, 0.5); /* sorts v */
+        q[gi * 4 + 1] = sl_stats_quantile_sorted(v, m, 0.9);
+        q[gi * 4 + 2] = sl_stats_quantile_sorted(v, m, 0.99);
+        for (size_t j = 0; j < m; j++) mean += v[j]; /* in sorted order, as always */
         q[gi * 4 + 3] = mean / (double)m;
     }
     free(lat);

@@ -50,7 +50,7 @@ typedef struct {
     int beta_only;        /* only recompute beta from the distributions (benchmark) */
     int no_dists;         /* skip the distribution pass even when present */
     const char *run_path; /* measure logs: a run log of the same pair, observed next to replayed
-                             (and its measured c and v(n) when --c / --v-* are not given) */
+                             (and its measured c and v(n) when c and vc are not set) */
 } sl_analyze_opts;
 
 void sl_analyze_opts_init(sl_analyze_opts *o);

@@ -408,3 +408,5 @@ int sl_theory_beta_optimal_gamma(const double *beta, int n_beta, double c, const
     if (rc) return rc;
     return optimum_search(beta, n_beta, 0, c, vc, gamma_cap, out);
 }
+
+double sl_theory_iteration_cost(double draft_steps, double c, double verify) { return draft_steps * c + verify; }

@@ -112,4 +112,13 @@ int sl_theory_beta_optimal_gamma(const double *beta /* (n_beta) */, int n_beta, 
                                  const sl_theory_vcost *vc, int gamma_cap, sl_theory_optimum *out);
 void sl_theory_optimum_free(sl_theory_optimum *o);
 
+/* ---- cost of drafting and verifying ---- */
+
+/* draft_steps·c + verify: the cost in target steps of draft_steps draft steps and a verification
+ * costing verify. For one iteration with γ drafts it is γc + v(γ+1), the denominator of the walltime
+ * factor (sl_theory_walltime_factor_v); summed over a replay it is the replay's total cost from its
+ * total draft steps and verification cost. Replays and latency simulations call it with a
+ * precomputed v(γ+1) (vtab) instead of evaluating the cost model per iteration. */
+double sl_theory_iteration_cost(double draft_steps, double c, double verify);
+
 #endif

@@ -15,6 +15,7 @@
 #include "sl_analyze.h"
 #include "sl_common.h"
 #include "sl_log.h"
+#include "sl_recommend.h"
 #include "sl_synth.h"
 
 /* Brute force over every gamma choice, drafting past rejections included. */
@@ -258,3 +259,113 @@ Test(analyze, measure_log_against_naive)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     cr_assert_eq(system(cmd), 0);
 }
+
+/* recommend (analysis/sl_recommend): the result's fields are analyze's numbers at the deployment c,
+ * the latency rows are the candidates around the chosen gamma, and the report reads them back. */
+Test(analyze, recommend_result_against_analyze)
+{
+    char dir[256], path[300], cmd[600];
+    snprintf(dir, sizeof dir, "/tmp/sl_test_rec.%ld", (long)getpid());
+    snprintf(path, sizeof path, "%s/m.h5", dir);
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    cr_assert_eq(system(cmd), 0);
+    sl_synth_params sp = SL_SYNTH_DEFAULT;
+    sp.V = 64;
+    sp.noise = 0.5;
+    sl_synth_lm *mt, *md;
+    cr_assert_eq(sl_synth_alloc(&sp, 0, &mt), SL_OK);
+    cr_assert_eq(sl_synth_alloc(&sp, 1, &md), SL_OK);
+    sl_lm lt = sl_synth_lm_of(mt), ld = sl_synth_lm_of(md);
+    int32_t pt[6][2];
+    const int32_t *pp[6];
+    size_t pl[6];
+    for (size_t s = 0; s < 6; s++) pt[s][0] = (int32_t)s, pt[s][1] = (int32_t)(5 * s), pp[s] = pt[s], pl[s] = 2;
+    sl_log_prompts pr = {6, pp, pl, NULL};
+    sl_log_meta m;
+    sl_log_meta_init(&m, SL_LOG_MEASURE);
+    m.dist = SL_LOG_DIST_NONE;
+    m.tokens_per_sequence = 60;
+    cr_assert_eq(sl_log_measure(&lt, &ld, &pr, &m, NULL, path, 0), SL_OK, "%s", sl_errmsg());
+
+    sl_theory_vcost vc;
+    cr_assert_eq(sl_theory_vcost_linear(&vc, 0.02), SL_OK);
+    sl_recommend_config cfg;
+    sl_recommend_config_init(&cfg);
+    cfg.path = path;
+    cfg.vc = &vc;
+    sl_recommend_result res;
+    /* A measure log has no measured costs: c must be given, and the message names it. */
+    cr_assert_eq(sl_recommend_run(&cfg, &res), SL_EINPUT);
+    cr_assert(!strncmp(sl_errmsg(), "c: ", 3), "%s", sl_errmsg());
+    cfg.c = 0.05;
+    cfg.n_sims = 3000;
+    cr_assert_eq(sl_recommend_run(&cfg, &res), SL_OK, "%s", sl_errmsg());
+
+    sl_analyze_opts o;
+    sl_analyze_opts_init(&o);
+    o.c = 0.05;
+    o.vc = &vc;
+    o.no_dists = 1;
+    o.policy_reps = 0;
+    sl_analyze_result a;
+    cr_assert_eq(sl_analyze_file(path, &o, &a), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(res.method, SL_RECOMMEND_REPLAY);
+    cr_assert_eq(res.alpha, a.alpha);
+    cr_assert_eq(res.c, 0.05);
+    cr_assert_str_eq(res.c_source, "--c");
+    /* The chosen gamma maximises the replayed factor E[N] / (gamma c + v(gamma + 1)), by brute force. */
+    int best = 0;
+    double fbest = 1;
+    for (int g = 1; g <= 12; g++) {
+        double f = a.en_replay[g - 1] / (g * 0.05 + 1 + 0.02 * g);
+        if (f > fbest * (1 + 1e-12)) best = g, fbest = f;
+    }
+    cr_assert(best > 0, "the pair should gain from drafting (alpha %g)", a.alpha);
+    cr_assert_eq(res.gamma, best);
+    cr_assert(fabs(res.speedup - fbest) < 1e-12 * fbest, "%.17g vs %.17g", res.speedup, fbest);
+    cr_assert_eq(res.speedup_lo, a.sp_lo[best - 1]);
+    cr_assert_eq(res.speedup_hi, a.sp_hi[best - 1]);
+    cr_assert(res.speedup_lo <= res.speedup && res.speedup <= res.speedup_hi);
+    /* Candidates: ascending, distinct, gamma 0 first, the chosen one among them. */
+    cr_assert(res.n_cand >= 2);
+    cr_assert_eq(res.cand[0].gamma, 0);
+    int found = 0;
+    for (size_t i = 0; i < res.n_cand; i++) {
+        if (i) cr_assert(res.cand[i].gamma > res.cand[i - 1].gamma);
+        found |= res.cand[i].gamma == res.gamma;
+        cr_assert(res.cand[i].p50 <= res.cand[i].p90 && res.cand[i].p90 <= res.cand[i].p99);
+    }
+    cr_assert(found);
+    /* gamma 0 is plain decoding: exactly one target step per token. */
+    cr_assert_eq(res.cand[0].p50, 128);
+    cr_assert_eq(res.cand[0].mean, 128);
+
+    sl_table **ts;
+    size_t n;
+    cr_assert_eq(sl_recommend_report(&res, &ts, &n), SL_OK);
+    cr_assert_eq(n, 2);
+    sl_table *t = sl_report_find(ts, n, "recommendation"), *l = sl_report_find(ts, n, "latency");
+    cr_assert(t && l);
+    double x;
+    cr_assert_eq(sl_table_getd(t, 0, "expected_speedup", &x), SL_OK);
+    cr_assert_eq(x, res.speedup);
+    cr_assert_eq(sl_table_getd(t, 0, "gamma", &x), SL_OK);
+    cr_assert_eq(x, res.gamma);
+    cr_assert_str_eq(sl_table_gets(t, 0, "method"), sl_recommend_method_text(SL_RECOMMEND_REPLAY));
+    cr_assert_eq(l->n_rows, res.n_cand);
+    for (size_t i = 0; i < res.n_cand; i++) {
+        cr_assert_eq(sl_table_getd(l, i, "p99_over_p50", &x), SL_OK);
+        cr_assert_eq(x, res.cand[i].p99 / res.cand[i].p50);
+        cr_assert_eq(sl_table_getd(l, i, "recommended", &x), SL_OK);
+        cr_assert_eq(x, res.cand[i].gamma == res.gamma);
+    }
+    for (size_t i = 0; i < n; i++) sl_table_free(ts[i]);
+    free(ts);
+    sl_recommend_result_free(&res);
+    sl_analyze_result_free(&a);
+    sl_synth_free(mt);
+    sl_synth_free(md);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+

@@ -11,6 +11,8 @@
 
 #include "sl_common.h"
 #include "sl_theory.h"
+#include "sl_theory_grid.h"
+#include "sl_theory_report.h"
 
 static double rel_err(long double got, long double ref)
 {
@@ -657,3 +659,141 @@ Test(theory, outputs_are_finite_on_a_dense_grid)
         }
     }
 }
+
+/* ---- the per-iteration cost and the grid (sim/sl_theory_grid, analysis/sl_theory_report) ---- */
+
+Test(theory, iteration_cost_is_the_walltime_denominator)
+{
+    sl_theory_vcost vc;
+    cr_assert_eq(sl_theory_vcost_linear(&vc, 0.03), SL_OK);
+    for (int g = 1; g <= 40; g += 3)
+        for (double c = 0; c <= 0.5; c += 0.05) {
+            double en, v, f;
+            cr_assert_eq(sl_theory_expected_tokens(0.8, g, &en), SL_OK);
+            cr_assert_eq(sl_theory_vcost_eval(&vc, g + 1, &v), SL_OK);
+            cr_assert_eq(sl_theory_walltime_factor_v(0.8, g, c, &vc, &f), SL_OK);
+            long double ref = (long double)g * c + (1 + 0.03L * g);
+            double cost = sl_theory_iteration_cost(g, c, v);
+            cr_assert(rel_err(cost, ref) < 1e-15, "g %d c %g: %.17g vs %.17Lg", g, c, cost, ref);
+            /* The same bits as the factor's own denominator. */
+            cr_assert_eq(en / cost, f, "g %d c %g", g, c);
+        }
+}
+
+Test(theory, grid_points_equal_direct_calls)
+{
+    const double alpha[] = {0.5, 0.8, 1}, gamma[] = {1, 4, 9}, c[] = {0, 0.05}, c_hat[] = {0.02};
+    sl_theory_vcost vc;
+    cr_assert_eq(sl_theory_vcost_const(&vc, 1.25), SL_OK);
+    sl_theory_grid_config cfg = {.alpha = alpha, .n_alpha = 3, .gamma = gamma, .n_gamma = 3, .c = c, .n_c = 2,
+                                 .c_hat = c_hat, .n_c_hat = 1, .vc = &vc, .pmf = 1};
+    sl_theory_grid_result r;
+    cr_assert_eq(sl_theory_grid_run(&cfg, &r), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(r.n_points, 18);
+    size_t i = 0;
+    for (int ia = 0; ia < 3; ia++) /* alpha slowest, then gamma, c, c_hat */
+        for (int ig = 0; ig < 3; ig++)
+            for (int ic = 0; ic < 2; ic++, i++) {
+                const sl_theory_grid_point *p = &r.points[i];
+                int g = (int)gamma[ig];
+                double en, var, w1, w, ops, bound, sum = 0;
+                int imp;
+                cr_assert_eq(p->alpha, alpha[ia]);
+                cr_assert_eq(p->gamma, g);
+                cr_assert_eq(p->c, c[ic]);
+                sl_theory_expected_tokens(alpha[ia], g, &en);
+                sl_theory_var_tokens(alpha[ia], g, &var);
+                sl_theory_walltime_factor(alpha[ia], g, c[ic], &w1);
+                sl_theory_walltime_factor_v(alpha[ia], g, c[ic], &vc, &w);
+                sl_theory_ops_factor(alpha[ia], g, 0.02, &ops);
+                sl_theory_cor39(alpha[ia], c[ic], &imp, &bound);
+                cr_assert_eq(p->expected_tokens, en);
+                cr_assert_eq(p->var_tokens, var);
+                cr_assert_eq(p->walltime_factor_v1, w1);
+                cr_assert_eq(p->walltime_factor, w);
+                cr_assert_eq(p->ops_factor, ops);
+                cr_assert_eq(p->alpha_gt_c, imp);
+                cr_assert_eq(p->cor39_bound, bound);
+                cr_assert_eq(p->v_verify, 1.25);
+                for (int k = 0; k <= g; k++) sum += p->pmf[k];
+                cr_assert(fabs(sum - 1) < 1e-14);
+                /* E[N] from the pmf, independently of sl_theory_expected_tokens. */
+                double mean = 0;
+                for (int k = 0; k <= g; k++) mean += (k + 1) * p->pmf[k];
+                cr_assert(fabs(mean - en) < 1e-13 * en);
+            }
+    /* The table reads back the struct's values by name; JSON leaves the string columns out. */
+    sl_table **ts;
+    size_t n;
+    cr_assert_eq(sl_theory_grid_report(&r, SL_FMT_CSV, &ts, &n), SL_OK);
+    cr_assert_eq(n, 2, "theory and pmf");
+    double x;
+    cr_assert_eq(sl_table_getd(ts[0], 7, "walltime_factor", &x), SL_OK);
+    cr_assert_eq(x, r.points[7].walltime_factor);
+    /* pmf rows: each (alpha, gamma) once whatever c is: 3 * (2 + 5 + 10) rows. */
+    cr_assert_eq(ts[1]->n_rows, 51);
+    for (size_t k = 0; k < n; k++) sl_table_free(ts[k]);
+    free(ts);
+    sl_theory_grid_result_free(&r);
+}
+
+Test(theory, grid_optimum_and_beta_mode)
+{
+    const double alpha[] = {0.3, 0.9}, c[] = {0.5, 0.05};
+    sl_theory_grid_config cfg = {.alpha = alpha, .n_alpha = 2, .c = c, .n_c = 2, .optimal = 1, .gamma_cap = 20};
+    sl_theory_grid_result r;
+    cr_assert_eq(sl_theory_grid_run(&cfg, &r), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(r.n_points, 4);
+    for (size_t i = 0; i < 4; i++) {
+        const sl_theory_grid_point *p = &r.points[i];
+        sl_theory_optimum o;
+        cr_assert_eq(sl_theory_optimal_gamma(p->alpha, p->c, NULL, 20, &o), SL_OK);
+        cr_assert_eq(p->gamma, o.gamma_best);
+        cr_assert_eq(p->opt.gamma_opt, o.gamma_opt);
+        cr_assert_eq(p->opt.n_ties, o.n_ties);
+        cr_assert_eq(p->opt.gamma_cap, 20);
+        /* Brute force: no gamma in 1..20 beats the reported one. */
+        for (int g = 1; g <= 20; g++) {
+            double f;
+            sl_theory_walltime_factor(p->alpha, g, p->c, &f);
+            cr_assert(f <= p->walltime_factor * (1 + 1e-12), "alpha %g c %g gamma %d", p->alpha, p->c, g);
+        }
+        sl_theory_optimum_free(&o);
+    }
+    cr_assert_eq(r.points[0].opt.gamma_opt, 0, "alpha 0.3 < c 0.5: plain decoding wins");
+    sl_theory_grid_result_free(&r);
+
+    const double beta[] = {0.9, 0.8, 0.7};
+    sl_theory_grid_config cb = {.beta = beta, .n_beta = 3};
+    cr_assert_eq(sl_theory_grid_run(&cb, &r), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(r.n_points, 1);
+    cr_assert_eq(r.points[0].gamma, 3);
+    cr_assert_eq(r.points[0].c, 0, "c defaults to 0");
+    cr_assert(isnan(r.points[0].alpha));
+    cr_assert(fabs(r.points[0].expected_tokens - (1 + 0.9 + 0.72 + 0.504)) < 1e-15);
+    sl_theory_grid_result_free(&r);
+}
+
+Test(theory, grid_bad_input_names_the_quantity)
+{
+    const double a[] = {0.5}, bad_a[] = {1.5}, g[] = {2.5}, beta[] = {0.9}, neg[] = {-1};
+    sl_theory_grid_result r;
+    struct {
+        sl_theory_grid_config cfg;
+        const char *prefix;
+    } cases[] = {
+        {{.alpha = bad_a, .n_alpha = 1, .gamma = a, .n_gamma = 1}, "alpha: "},
+        {{.alpha = a, .n_alpha = 1, .gamma = g, .n_gamma = 1}, "gamma: "},
+        {{.alpha = a, .n_alpha = 1}, "gamma: "},
+        {{.alpha = a, .n_alpha = 1, .beta = beta, .n_beta = 1}, "alpha: "},
+        {{.alpha = a, .n_alpha = 1, .gamma_cap = 8}, "gamma_cap: "},
+        {{.beta = beta, .n_beta = 1, .c_hat = neg, .n_c_hat = 1}, "c_hat: "},
+        {{.beta = neg, .n_beta = 1}, "beta: "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(sl_theory_grid_run(&cases[i].cfg, &r), SL_EINPUT, "case %zu", i);
+        cr_assert(!strncmp(sl_errmsg(), cases[i].prefix, strlen(cases[i].prefix)), "case %zu: %s", i, sl_errmsg());
+        cr_assert_eq(r.points, NULL);
+    }
+}
+

@@ -1,12 +1,12 @@
-/* cli_deploy.c: parsing of the deployment options `speclab analyze` and `speclab recommend` share. */
+/* cli_deploy.c: the deployment options `speclab analyze` and `speclab recommend` share. */
 #include "cli_deploy.h"
 
 #include <stdlib.h>
 
-#include "sl_cli.h"
+#include "sl_analyze.h"
 
 /* Parses "n:v,n:v,..." into a table cost model. */
-static int sl_cli_vtable(const char *s, sl_theory_vcost *vc)
+static int parse_vtable(const char *flag, const char *s, sl_theory_vcost *vc)
 {
     size_t cap = 64, k = 0;
     long n[64];
@@ -15,43 +15,49 @@ static int sl_cli_vtable(const char *s, sl_theory_vcost *vc)
     while (*p) {
         char *end;
         long a = strtol(p, &end, 10);
-        if (end == p || *end != ':') return sl_fail(SL_EINPUT, "--v-table: '%s' is not n:v[,n:v...]", s);
+        if (end == p || *end != ':') return sl_fail(SL_EINPUT, "%s: '%s' is not n:v[,n:v...]", flag, s);
         p = end + 1;
         double b = strtod(p, &end);
-        if (end == p || (*end && *end != ',')) return sl_fail(SL_EINPUT, "--v-table: '%s' is not n:v[,n:v...]", s);
-        if (k == cap) return sl_fail(SL_EINPUT, "--v-table: more than %zu entries", cap);
+        if (end == p || (*end && *end != ',')) return sl_fail(SL_EINPUT, "%s: '%s' is not n:v[,n:v...]", flag, s);
+        if (k == cap) return sl_fail(SL_EINPUT, "%s: more than %zu entries", flag, cap);
         n[k] = a, v[k] = b, k++;
         p = *end ? end + 1 : end;
     }
-    if (k == 0) return sl_fail(SL_EINPUT, "--v-table: empty");
+    if (k == 0) return sl_fail(SL_EINPUT, "%s: empty", flag);
     return sl_theory_vcost_table(vc, n, v, k);
 }
 
-
-int sl_cli_deploy_option(int c, const char *arg, sl_analyze_opts *o, sl_theory_vcost *vc, int *have_vc, int *rc)
+/* --v-table and --v-linear: either replaces the cost model given before it. */
+static int parse_vcost(const char *flag, const char *arg, void *dst)
 {
-    long v = 0;
-    double d;
-    switch (c) {
-    case 'c': *rc = sl_cli_double_in("--c", arg, 0, 0, 1e6, 0, &o->c); return 1;
-    case 'v':
-    case 'V':
-        if (*have_vc) sl_theory_vcost_free(vc);
-        *have_vc = 0;
-        if (c == 'V') *rc = sl_cli_vtable(arg, vc);
-        else if (!(*rc = sl_cli_double_in("--v-linear", arg, 0, 0, 1e6, 0, &d))) *rc = sl_theory_vcost_linear(vc, d);
-        *have_vc = !*rc;
-        return 1;
-    case 'G':
-        *rc = sl_cli_long_in("--gamma-max", arg, 1, SL_ANALYZE_GMAX, &v);
-        if (!*rc) o->gamma_max = (size_t)v;
-        return 1;
-    case 'B':
-        *rc = sl_cli_long_in("--boot", arg, 0, 1000000, &v);
-        if (!*rc) o->n_boot = (size_t)v;
-        return 1;
-    case 'L': *rc = sl_cli_double_in("--ci", arg, 0, 1, 1, 1, &o->ci_level); return 1;
-    case 's': *rc = sl_cli_u64("--seed", arg, &o->seed); return 1;
-    default: return 0;
-    }
+    sl_cli_deploy *d = dst;
+    double slope;
+    if (d->have_vc) sl_theory_vcost_free(&d->vc);
+    d->have_vc = 0;
+    int rc = flag[4] == 't' /* "--v-table" */ ? parse_vtable(flag, arg, &d->vc)
+                                              : sl_cli_double_in(flag, arg, 0, 0, 1e6, 0, &slope);
+    if (!rc && flag[4] != 't') rc = sl_theory_vcost_linear(&d->vc, slope);
+    d->have_vc = !rc;
+    return rc;
+}
+
+void sl_cli_group_deploy(sl_cli *c, sl_cli_deploy *d)
+{
+    sl_cli_dbl(c, "c", "C", d->c, 0, 1e6, 0, "deployment c = draft step / target step (default: a run log's measured c)");
+    sl_cli_custom(c, "v-linear", "S", d, parse_vcost, "v(n) = 1 + S (n - 1) (default: a run log's v(n), else 1)");
+    sl_cli_custom(c, "v-table", "n:v,...", d, parse_vcost, "measured verification costs v(n)");
+    sl_cli_size(c, "gamma-max", "G", d->gamma_max, 1, SL_ANALYZE_GMAX, "gamma range 1..G (default 12)");
+    sl_cli_size(c, "boot", "B", d->n_boot, 0, 1000000, "bootstrap resamples over whole sequences (default 1000)");
+    sl_cli_dbl(c, "ci", "L", d->ci_level, 0, 1, SL_OPT_LO_OPEN | SL_OPT_HI_OPEN, "confidence level (default 0.95)");
+    c->opt[c->n - 1].quantity = "ci_level";
+    sl_cli_add(c, (sl_opt){.name = "seed", .metavar = "S", .kind = SL_OPT_U64, .dst = d->seed,
+                           .help = "seed of the bootstrap and the simulations (default 1)"});
+}
+
+const sl_theory_vcost *sl_cli_deploy_vc(const sl_cli_deploy *d) { return d->have_vc ? &d->vc : NULL; }
+
+void sl_cli_deploy_free(sl_cli_deploy *d)
+{
+    if (d->have_vc) sl_theory_vcost_free(&d->vc);
+    d->have_vc = 0;
 }

@@ -1,13 +1,30 @@
-/* cli_deploy.h: the deployment options `speclab analyze` and `speclab recommend` share
- * (--c, --v-linear, --v-table, --gamma-max, --boot, --ci, --seed; same short codes in both tables). */
+/* cli_deploy.h: the deployment options `speclab analyze` and `speclab recommend` share, as one
+ * option-registry group: --c, --v-linear, --v-table, --gamma-max, --boot, --ci, --seed. */
 #ifndef CLI_DEPLOY_H
 #define CLI_DEPLOY_H
 
-#include "sl_analyze.h"
+#include <stdint.h>
+
+#include "sl_cli.h"
 #include "sl_theory.h"
 
-/* If c is one of the shared codes (c v V G B L s), parses arg into o or vc (a repeated cost model
- * replaces the earlier one), stores the status in *rc and returns 1; otherwise returns 0. */
-int sl_cli_deploy_option(int c, const char *arg, sl_analyze_opts *o, sl_theory_vcost *vc, int *have_vc, int *rc);
+/* Where the group's options land. The cost model is owned here (a repeated --v-linear or --v-table
+ * replaces the earlier one); sl_cli_deploy_free releases it. */
+typedef struct {
+    double *c;           /* deployment c (draft step / target step) */
+    size_t *gamma_max;   /* search gamma in 1..gamma_max */
+    size_t *n_boot;      /* bootstrap resamples */
+    double *ci_level;    /* confidence level of the CIs */
+    uint64_t *seed;
+    sl_theory_vcost vc;  /* the verification cost model, when have_vc */
+    int have_vc;
+} sl_cli_deploy;
+
+/* Registers the group on c, writing into the fields d points at (their current values are the
+ * defaults). */
+void sl_cli_group_deploy(sl_cli *c, sl_cli_deploy *d);
+/* The parsed cost model, or NULL when none was given (the log's, else v == 1). */
+const sl_theory_vcost *sl_cli_deploy_vc(const sl_cli_deploy *d);
+void sl_cli_deploy_free(sl_cli_deploy *d);
 
 #endif

@@ -295,6 +295,9 @@ int sl_cli_parse(sl_cli *c, int argc, char **argv, size_t max_pos)
             const char *bad = argv[optind - 1];
             if (ch == '?' && optopt >= 256)
                 return sl_fail(SL_EINPUT, "option '%s' needs a value (see speclab %s --help)", bad, c->command);
+            /* An unknown short option may sit in a group ("-xh") that optind has not moved past. */
+            if (ch == '?' && optopt > 0 && optopt < 256)
+                return sl_fail(SL_EINPUT, "unknown option '-%c' (see speclab %s --help)", optopt, c->command);
             return sl_fail(SL_EINPUT, "unknown option '%s' (see speclab %s --help)", bad, c->command);
         }
         sl_opt *o = &c->opt[ch - 256];
