@@ -235,15 +235,16 @@ static void sb_terminal(sbuf *b, sl_plot_term term, double width_in)
     int font_pt = width_in < 5 ? 8 : 9;
     switch (term) {
     case SL_PLOT_PNG:
-        sb_printf(b, "set terminal pngcairo size %d,%d font 'sans,%d' fontscale %.3f linewidth %.3f noenhanced\n",
-                  (int)lround(width_in * PNG_DPI), (int)lround(h * PNG_DPI), font_pt, PNG_DPI / 72.0, PNG_DPI / 72.0);
+        /* pngcairo sizes fonts for ~150 dpi already: fontscale 1 matches the PDF's proportions. */
+        sb_printf(b, "set terminal pngcairo size %d,%d font 'sans,%d' linewidth 1.25 noenhanced\n",
+                  (int)lround(width_in * PNG_DPI), (int)lround(h * PNG_DPI), font_pt);
         break;
     case SL_PLOT_SVG:
-        sb_printf(b, "set terminal svg size %d,%d font 'sans,%d' noenhanced\n", (int)lround(width_in * 72),
+        sb_printf(b, "set terminal svg size %d,%d font 'sans,%d' linewidth 1.3 noenhanced\n", (int)lround(width_in * 72),
                   (int)lround(h * 72), font_pt);
         break;
     case SL_PLOT_PDF:
-        sb_printf(b, "set terminal pdfcairo size %.2fin,%.2fin font 'sans,%d' noenhanced\n", width_in, h, font_pt);
+        sb_printf(b, "set terminal pdfcairo size %.2fin,%.2fin font 'sans,%d' linewidth 1.3 noenhanced\n", width_in, h, font_pt);
         break;
     case SL_PLOT_DUMB:
         sb_printf(b, "set terminal dumb size %d,%d noenhanced\n", width_in < 5 ? 90 : 120, width_in < 5 ? 30 : 36);
@@ -286,7 +287,7 @@ int sl_plot_script_text(const sl_plot_figure *f, sl_plot_term term, double width
     /* Left and bottom axes only, ticks outwards, a faint grid behind the data. */
     sb_printf(&b, "set border 3 lw 0.8\nset tics nomirror out scale 0.6\n");
     if (!dumb) sb_printf(&b, "set grid back lc rgb '#dddddd' lw 0.5\n");
-    if (f->xlog) sb_printf(&b, "set logscale x\n");
+    if (f->xlog) sb_printf(&b, "set logscale x\nset format x '10^%%T'\n");
     if (f->ylog) sb_printf(&b, "set logscale y\n");
     sb_range(&b, "x", f->xmin, f->xmax);
     sb_range(&b, "y", f->ymin, f->ymax);
@@ -299,7 +300,7 @@ int sl_plot_script_text(const sl_plot_figure *f, sl_plot_term term, double width
             sb_quoted(&b, f->xtic[i]);
             sb_printf(&b, " %zu", i + 1);
         }
-        sb_printf(&b, ")%s\n", rotate ? " rotate by -25" : "");
+        sb_printf(&b, ")%s\n", rotate ? " rotate by 25 right" : "");
     }
     switch (f->key) {
     case SL_PLOT_KEY_TOP_LEFT: sb_printf(&b, "set key top left Left reverse"); break;

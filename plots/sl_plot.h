@@ -148,7 +148,7 @@ typedef struct {
 } sl_plot_theory_config;
 
 /* Defaults (plots/README.md): gamma 1,2,3,5,7,10; c 0.01,0.02,0.05,0.1,0.2 (speedup: c = 0.05);
- * c_hat 0; 201 points; cap 64. */
+ * c_hat 0; 201 points; cap 20 (the optimal-gamma curves stop where gamma reaches it). */
 void sl_plot_theory_config_init(sl_plot_theory_config *cfg);
 
 /* E[N] vs alpha, one curve per gamma (Leviathan et al., Figure 2). */

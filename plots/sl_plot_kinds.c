@@ -51,7 +51,7 @@ void sl_plot_theory_config_init(sl_plot_theory_config *cfg)
     cfg->c_hat = 0;
     cfg->vc = NULL;
     cfg->n_alpha = 201;
-    cfg->gamma_cap = SL_THEORY_GAMMA_CAP_DEFAULT;
+    cfg->gamma_cap = 20;
 }
 
 static int check_theory(const sl_plot_theory_config *cfg, int need_gamma, int need_c)
@@ -284,8 +284,11 @@ int sl_plot_lenience(const sl_analyze_result *res, const char *const *names, siz
         any_t0 |= is_t0(&res[i]);
     }
     sl_plot_figure_init(out);
-    snprintf(out->title, sizeof out->title, "Lenience: α(l), standard Σ min(q, p/l) and temperature-0 form%s",
-             any_t0 ? "; a T = 0 log is flat at β" : "");
+    if (n == 1 && any_t0)
+        snprintf(out->title, sizeof out->title, "Lenience curve α(l): a T = 0 log, both forms flat at β = %.3f", res[0].alpha);
+    else
+        snprintf(out->title, sizeof out->title, "Lenience curve α(l), standard and temperature-0 forms%s",
+                 any_t0 ? " (T = 0: flat at β)" : "");
     snprintf(out->xlabel, sizeof out->xlabel, "lenience l (1 = exact speculative sampling)");
     snprintf(out->ylabel, sizeof out->ylabel, "α(l) (expected acceptance rate)");
     snprintf(out->xcol, sizeof out->xcol, "lenience");
@@ -300,8 +303,7 @@ int sl_plot_lenience(const sl_analyze_result *res, const char *const *names, siz
             char name[128], label[96];
             log_label(label, sizeof label, names[i], r);
             snprintf(name, sizeof name, "%s%s%s", n > 1 ? label : "", n > 1 ? ": " : "",
-                     form == 0 ? "standard" : "temperature-0 form");
-            if (n == 1 && is_t0(r) && form == 0) snprintf(name, sizeof name, "standard (T = 0 log: flat at β)");
+                     form == 0 ? "standard Σ min(q, p/l)" : "temperature-0 form");
             sl_plot_series *s = sl_plot_add_series(out, name, SL_PLOT_LINESPOINTS, r->n_len, 0);
             if (!s) {
                 sl_plot_figure_free(out);

@@ -144,7 +144,7 @@ int sl_cmd_plot(int argc, char **argv)
     const char *out_path = NULL, *run_path = NULL;
     double width_in = SL_PLOT_WIDTH_COLUMN, c_hat = 0, v_linear = NAN, confidence = 0.95, ci = 0.95;
     double df = 7, level = 0.01, n_min = 10, n_max = 1e7;
-    int term_dumb = 0, key_given = 0, gamma_cap = SL_THEORY_GAMMA_CAP_DEFAULT;
+    int term_dumb = 0, key_given = 0, gamma_cap = 20;
     sl_plot_key key = SL_PLOT_KEY_TOP_LEFT;
     sweep gammas = {0}, cs = {0}, tvs = {0}, lens = {0};
     size_t points = 201, gamma_max = 12, n_boot = 1000;
@@ -169,7 +169,7 @@ int sl_cmd_plot(int argc, char **argv)
     sl_cli_dbl(&cli, "c-hat", "H", &c_hat, 0, 1e6, 0, "theory-ops: draft ops per token / target ops per token (default 0)");
     sl_cli_dbl(&cli, "v-linear", "S", &v_linear, 0, 1e6, 0, "theory-speedup, -optimal-gamma: v(n) = 1 + S (n - 1) (default v = 1)");
     sl_cli_size(&cli, "points", "N", &points, 2, 100001, "alpha grid points on [0, 1] (default 201)");
-    sl_cli_int(&cli, "gamma-cap", "G", &gamma_cap, 1, 1000, "theory-optimal-gamma: largest gamma searched (default 64)");
+    sl_cli_int(&cli, "gamma-cap", "G", &gamma_cap, 1, 1000, "theory-optimal-gamma: largest gamma searched; curves stop there (default 20)");
     /* logs */
     sl_cli_string(&cli, "run", "RUN.h5", &run_path, "log kinds: a run log of the same pair (observed acceptance)");
     sl_cli_size(&cli, "gamma-max", "G", &gamma_max, 1, SL_ANALYZE_GMAX, "log kinds: draft positions 1..G (default 12)");
