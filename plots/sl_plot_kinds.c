@@ -13,8 +13,7 @@
 #include "sl_plot.h"
 #include "sl_stats.h"
 
-/* The x range a series should leave free for the key: the key goes to the top corner whose
- * side (the outer 35% of x) has the lower data, the other corner when the data are higher there. */
+/* The key goes to the top corner whose side (the outer 35% of the x range) has the lower data. */
 static sl_plot_key auto_key(const sl_plot_figure *f)
 {
     double xlo = INFINITY, xhi = -INFINITY;
@@ -35,6 +34,19 @@ static sl_plot_key auto_key(const sl_plot_figure *f)
         }
     }
     return left <= right ? SL_PLOT_KEY_TOP_LEFT : SL_PLOT_KEY_TOP_RIGHT;
+}
+
+/* Room above the data for a key of n_key lines inside the plot (histograms): the y range ends a
+ * line's worth per entry above the tallest bar or interval. */
+static void headroom(sl_plot_figure *f, size_t n_key)
+{
+    double top = 0;
+    for (size_t i = 0; i < f->n_series; i++)
+        for (size_t k = 0; k < f->series[i].n; k++) {
+            double y = f->series[i].y_hi ? f->series[i].y_hi[k] : f->series[i].y[k];
+            if (!isnan(y)) top = fmax(top, y);
+        }
+    if (top > 0) f->ymax = top * (1.08 + 0.09 * (double)n_key);
 }
 
 /* ---- closed forms ---- */
@@ -269,6 +281,7 @@ int sl_plot_beta_hist(const sl_analyze_result *res, const char *const *names, si
         }
     }
     out->key = auto_key(out);
+    headroom(out, n);
     return SL_OK;
 }
 
@@ -351,6 +364,7 @@ int sl_plot_acceptance_position(const sl_analyze_result *res, const char *const 
         for (int form = 0; form < 4; form++) {
             int observed = form >= 2, cond = form % 2 == 0;
             if (observed && !r->have_run) continue;
+            if (!observed && r->kind == SL_LOG_RUN) continue; /* a run log alone has no replay */
             char name[128];
             snprintf(name, sizeof name, "%s%s%s %s", n > 1 ? label : "", n > 1 ? ": " : "", cond ? "conditional" : "unconditional",
                      observed ? "observed" : "replay");
@@ -508,6 +522,7 @@ int sl_plot_mc_tokens(const sl_mc_result *res, const sl_mc_prediction *pred, dou
         pos->y[k - 1] = pred->pmf[k];
     }
     out->key = auto_key(out);
+    headroom(out, 3);
     return SL_OK;
 }
 
