@@ -228,7 +228,9 @@ void sl_cli_group_format(sl_cli *c, sl_format *fmt)
     sl_cli_custom(c, "format", "F", fmt, parse_format, "output: table (default), csv or json");
 }
 
-/* The most recently parsed command, for sl_cli_flag_for. */
+/* A copy of the most recently parsed command's registry, for sl_cli_flag_for: main() asks after
+ * the command has returned, when the command's own sl_cli (often on its stack) is gone. */
+static sl_cli last_copy;
 static const sl_cli *last_parsed;
 
 static int set_value(sl_opt *o, const char *arg)
@@ -276,7 +278,8 @@ int sl_cli_parse(sl_cli *c, int argc, char **argv, size_t max_pos)
     }
     lo[c->n] = (struct option){"help", no_argument, 0, 'h'};
     lo[c->n + 1] = (struct option){0, 0, 0, 0};
-    last_parsed = c;
+    last_copy = *c;
+    last_parsed = &last_copy;
     c->n_pos = 0;
     optind = 1;
     opterr = 0;
