@@ -81,7 +81,7 @@ static int print_info(const sl_model_info *in, sl_format fmt)
 static int model_info(int argc, char **argv)
 {
     sl_format fmt = SL_FMT_TABLE;
-    sl_cli c;
+    static sl_cli c; /* static: main maps a failed quantity to its flag through it after we return */
     sl_cli_init(&c, "model info", "FILE [--format table|csv|json]",
                 "Validates FILE and prints its architecture, config, parameter count, bytes per dtype,\n"
                 "whether it carries a tokenizer, and its training metadata.\n");
@@ -109,7 +109,7 @@ static int parse_dtype(const char *flag, const char *arg, void *dst)
 static int model_init(int argc, char **argv)
 {
     sl_model_init_cfg cfg = {.dtype = SL_DT_F32, .init_std = 0.02};
-    sl_cli c;
+    static sl_cli c; /* static: main maps a failed quantity to its flag through it after we return */
     sl_cli_init(&c, "model init",
                 "--arch gpt2|llama --config JSON --out FILE [--seed S] [--dtype f32|f16|bf16] [--init-std X] "
                 "[--tokenizer-json FILE]",

@@ -48,7 +48,7 @@ int sl_cmd_model_ngram(int argc, char **argv)
     file_list train = {calloc((size_t)argc + 1, sizeof(const char *)), 0};
     if (!train.files) return sl_fail(SL_EFAIL, "out of memory");
     sl_ngram_build_cfg cfg = {.opts = {0, SL_NGRAM_KN, 1.0, 0.0}};
-    sl_cli c;
+    static sl_cli c; /* static: main maps a failed quantity to its flag through it after we return */
     sl_cli_init(&c, "model ngram",
                 "--train FILE.tok [FILE.tok ...] --order 1|2 (--tokenizer TOK | --vocab V) --out FILE\n"
                 "                           [--smoothing addk|absdisc|kn] [--add-k K] [--discount D]",
@@ -95,7 +95,7 @@ int sl_cmd_model_ngram(int argc, char **argv)
 int sl_cmd_model_lookup(int argc, char **argv)
 {
     sl_lookup_build_cfg cfg = {.eps = 0.1};
-    sl_cli c;
+    static sl_cli c; /* static: main maps a failed quantity to its flag through it after we return */
     sl_cli_init(&c, "model lookup", "--n N [--epsilon E] --fallback NGRAM_FILE --out FILE",
                 "Writes the prompt-lookup draft lookup:N:E:NGRAM_FILE as one file (arch lookup): the unigram\n"
                 "counts and tokenizer of NGRAM_FILE (a unigram or bigram file) plus N and E.\n");

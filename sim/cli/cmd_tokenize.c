@@ -51,7 +51,7 @@ static int cmd_train(int argc, char **argv)
     const char *out = NULL;
     file_list corpus = {calloc((size_t)argc + 1, sizeof(const char *)), 0};
     if (!corpus.files) return sl_fail(SL_EFAIL, "out of memory");
-    sl_cli c;
+    static sl_cli c; /* static: main maps a failed quantity to its flag through it after we return */
     sl_cli_init(&c, "tokenize train", "--corpus FILE [FILE...] --vocab-size N --out tokenizer.json [--min-count C]",
                 "Learns byte-level BPE merges on the corpus files (UTF-8 text; <|endoftext|> separates\n"
                 "documents). Vocabulary: 256 bytes, N-257 merges, <|endoftext|>. Deterministic: ties\n"
@@ -84,7 +84,7 @@ static int cmd_train(int argc, char **argv)
 static int parse_io(int argc, char **argv, const char *name, const char *synopsis, const char *about,
                     const char **tok, const char **gpt2, const char **in, const char **out, int *jsonl)
 {
-    sl_cli c;
+    static sl_cli c; /* static: main maps a failed quantity to its flag through it after we return */
     sl_cli_init(&c, name, synopsis, about);
     sl_cli_string(&c, "tokenizer", "FILE", tok, "tokenizer JSON, or a model file that carries one");
     sl_cli_string(&c, "gpt2", "DIR", gpt2, "instead of --tokenizer: GPT-2's own DIR/encoder.json and DIR/vocab.bpe");

@@ -64,7 +64,7 @@ int sl_train_cli(int argc, char **argv, int distill)
     sl_train_run_opts_default(&o);
     long steps = 0, warmup = 0, ckpt_every = 0, eval_every = 0, stop_at = 0;
     int threads = 0;
-    sl_cli c;
+    static sl_cli c; /* static: main maps a failed quantity to its flag through it after we return */
     sl_cli_init(&c, distill ? "distill" : "train",
                 distill ? "--train FILE.tok --valid FILE.tok --config JSON --steps N --out MODEL.safetensors\n"
                           "          --teacher TARGET.safetensors --objective kl|tv [options]"
