@@ -21,6 +21,14 @@ static void tmpdir(char *dir /* >= 32 bytes */)
     cr_assert_not_null(mkdtemp(dir));
 }
 
+/* Removes the directory tmpdir made, with its files (no subdirectories). */
+static void rmdir_files(const char *dir)
+{
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
 static void write_file(const char *path, const char *bytes, size_t n)
 {
     FILE *f = fopen(path, "wb");
@@ -74,6 +82,7 @@ Test(tokfiles, train_files_equals_in_memory_training)
     write_file(p1, "ok \xff bad", 8);
     cr_assert_eq(sl_tok_train_files(&cfg, &res), SL_EINPUT);
     cr_assert(strstr(sl_errmsg(), "not valid UTF-8 at byte 3"), "%s", sl_errmsg());
+    rmdir_files(dir);
 }
 
 Test(tokfiles, encode_decode_files_match_direct_calls)
@@ -156,6 +165,7 @@ Test(tokfiles, encode_decode_files_match_direct_calls)
     sl_tok *none;
     cr_assert_eq(sl_tok_open(NULL, NULL, &none), SL_EINPUT);
     cr_assert(!strncmp(sl_errmsg(), "tokenizer: ", 11), "%s", sl_errmsg());
+    rmdir_files(dir);
 }
 
 /* GPT-2 parameters counted by hand (tied embeddings): embeddings, per layer qkv + proj + 2 norms
@@ -215,6 +225,7 @@ Test(modelinfo, init_then_info_reports_the_config)
     ic.config_json = "{\"vocab_size\":64}";
     cr_assert_eq(sl_model_init_file(&ic), SL_EINPUT);
     cr_assert(!strncmp(sl_errmsg(), "config: ", 8), "%s", sl_errmsg());
+    rmdir_files(dir);
 }
 
 static void write_tok(const char *path, const int32_t *ids, size_t n, size_t V)
@@ -283,6 +294,7 @@ Test(ngrambuild, counts_match_a_naive_count_and_info_reports_them)
     cr_assert(!strncmp(sl_errmsg(), "train: ", 7) && strstr(sl_errmsg(), "holds no tokens"), "%s", sl_errmsg());
     cr_assert_null(m);
     cr_assert_eq(sl_ngram_smoothing_default(1), SL_NGRAM_ADDK);
+    rmdir_files(dir);
 }
 
 Test(trainopts, derived_defaults_follow_steps)
