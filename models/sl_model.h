@@ -130,4 +130,52 @@ typedef struct {
 int sl_model_lm_alloc(sl_model_ctx *ctx, const sl_sampling *sampling, sl_model_lm **out);
 void sl_model_lm_free(sl_model_lm *l);
 
+/* ---- `speclab model info` and `speclab model init` as library calls (models/sl_model_info.c) ---- */
+
+/* The facts about one model file: a transformer (arch gpt2 or llama) or a non-transformer draft
+ * (arch ngram or lookup, models/sl_ngram.h); each group of fields is set for its kind only. */
+typedef struct {
+    char *path;
+    const char *arch;         /* "gpt2", "llama", "ngram" or "lookup" */
+    int is_transformer;       /* 1: gpt2 or llama */
+    size_t vocab_size;
+    int has_tokenizer;        /* the file carries tokenizer metadata */
+    char *training;           /* the `training` metadata (JSON), or NULL */
+    /* transformers */
+    sl_model_config cfg;      /* rope_theta only means something for llama */
+    size_t n_params;
+    size_t bytes_by_dtype[3]; /* indexed by sl_dtype: f32, f16, bf16 */
+    size_t tokenizer_bytes;   /* length of the tokenizer JSON (0 when absent) */
+    size_t n_meta;            /* other metadata, in file order: every key but format, */
+    char **meta_keys;         /* (n_meta)  format_version, arch, config, training, tokenizer */
+    char **meta_vals;         /* (n_meta) */
+    /* n-gram and lookup drafts */
+    int order;                /* 1 or 2 */
+    const char *smoothing;    /* "addk", "absdisc" or "kn" */
+    double add_k;
+    double discount;          /* order 2; NaN otherwise */
+    uint64_t n_tokens;        /* tokens counted */
+    size_t distinct_bigrams;  /* 0 for order 1 */
+    size_t lookup_n;          /* lookup drafts; 0 otherwise */
+    double lookup_eps;        /* lookup drafts; NaN otherwise */
+} sl_model_info;
+
+/* Opens and validates path (through sl_model_open or sl_ngram_open) and gathers its facts. */
+int sl_model_info_read(const char *path, sl_model_info *info);
+void sl_model_info_free(sl_model_info *info);
+
+typedef struct {
+    sl_arch arch;
+    const char *config_json;    /* FORMAT.md's config (sl_model_config_parse) */
+    uint64_t seed;
+    sl_dtype dtype;
+    double init_std;            /* > 0 */
+    const char *tokenizer_path; /* a tokenizer JSON file embedded as the tokenizer metadata; it must
+                                   parse and fit the vocabulary (a model may pad it, not cut it). NULL: none */
+    const char *out_path;
+} sl_model_init_cfg;
+
+/* Writes a random-weight model (sl_model_init_write) as cfg says. */
+int sl_model_init_file(const sl_model_init_cfg *cfg);
+
 #endif

@@ -124,4 +124,32 @@ int32_t sl_lookup_propose(const int32_t *h, size_t n, size_t n_max, size_t *matc
 /* q after h (n) into out (V). */
 void sl_lookup_dist(const sl_lookup_lm *l, const int32_t *h, size_t n, double *out);
 
+/* ---- drafts built from files: `speclab model ngram` and `speclab model lookup` as library calls
+ * (models/sl_ngram_build.c) ---- */
+
+/* The smoothing an order gets unless told: addk for order 1, kn for order 2. */
+sl_ngram_smoothing sl_ngram_smoothing_default(int order);
+
+typedef struct {
+    const char *const *train; /* (n_train) token files (models/TOKFILE.md), none empty */
+    size_t n_train;
+    const char *tokenizer;    /* the token files' tokenizer (JSON or a model carrying one), embedded in
+                                 the output; NULL: no tokenizer, vocab_size says the vocabulary */
+    size_t vocab_size;        /* without a tokenizer; >= 2 */
+    sl_ngram_opts opts;       /* order, smoothing, add_k, discount as sl_ngram_train */
+    const char *out_path;     /* written atomically, with `training` metadata naming the files */
+} sl_ngram_build_cfg;
+/* Reads and checks the token files (their vocabulary must be the tokenizer's, or vocab_size),
+ * counts them, writes out_path, and returns the model written in *out (sl_ngram_free). */
+int sl_ngram_build(const sl_ngram_build_cfg *cfg, sl_ngram **out);
+
+typedef struct {
+    size_t n;             /* longest suffix matched, in [1, 64] */
+    double eps;           /* in (0, 1] */
+    const char *fallback; /* an n-gram or lookup file: its unigram counts and tokenizer are kept */
+    const char *out_path; /* a file of arch lookup, written atomically */
+} sl_lookup_build_cfg;
+/* Writes the prompt-lookup draft lookup:N:EPS:FALLBACK as one file. */
+int sl_lookup_build(const sl_lookup_build_cfg *cfg);
+
 #endif

@@ -97,4 +97,63 @@ size_t sl_utf8_valid_prefix(const unsigned char *s, size_t n);
  * work must hold 8 * n int32. */
 size_t sl_tok_merge_piece(const sl_tok *t, int32_t *syms, size_t n, int naive, int32_t *work);
 
+/* ---- whole files (what `speclab tokenize` does, one call each) ----
+ * Messages name the quantity (corpus, in, out, tokenizer, gpt2) and the file. */
+
+/* Opens a tokenizer: exactly one of path (tokenizer JSON or a model file that carries one, as
+ * sl_tok_load_file) and gpt2_dir (GPT-2's own DIR/encoder.json and DIR/vocab.bpe). */
+int sl_tok_open(const char *path, const char *gpt2_dir, sl_tok **out);
+/* Writes the JSON form to path atomically. */
+int sl_tok_save(const sl_tok *t, const char *path);
+
+typedef struct {
+    const char *const *corpus; /* (n_corpus) paths of UTF-8 text files, none empty */
+    size_t n_corpus;
+    size_t vocab_size;         /* >= 257 */
+    uint64_t min_count;        /* >= 1 (sl_tok_train_opts) */
+    int verbose;               /* progress lines on stderr */
+} sl_tok_train_files_cfg;
+typedef struct {
+    sl_tok *tok;         /* the trained tokenizer (owned) */
+    size_t corpus_bytes; /* bytes read over all corpus files */
+    double train_s;      /* seconds spent in sl_tok_train */
+} sl_tok_train_files_result;
+/* Reads every corpus file (each must be non-empty, valid UTF-8) and trains on them together. */
+int sl_tok_train_files(const sl_tok_train_files_cfg *cfg, sl_tok_train_files_result *res);
+void sl_tok_train_files_result_free(sl_tok_train_files_result *res);
+
+typedef struct {
+    const char *tokenizer; /* see sl_tok_open */
+    const char *gpt2_dir;
+    const char *in_path;   /* bytes to encode; NULL: stdin */
+    const char *out_path;  /* token file (TOKFILE.md) written atomically; NULL: none */
+    int jsonl;             /* every input line is a JSON string, encoded on its own (no out_path) */
+} sl_tok_encode_cfg;
+typedef struct {
+    size_t n_bytes;    /* bytes read */
+    size_t vocab_size; /* the tokenizer's */
+    int32_t *ids;      /* (n_ids) */
+    size_t n_ids;
+    size_t n_lines;    /* jsonl: lines encoded; line i is ids[line_end[i-1] .. line_end[i]) */
+    size_t *line_end;  /* (n_lines) */
+} sl_tok_encode_result;
+/* Encodes the input. With jsonl, a line that is not a JSON string fails (SL_EINPUT naming the
+ * input and line) and res keeps the lines before it. */
+int sl_tok_encode_file(const sl_tok_encode_cfg *cfg, sl_tok_encode_result *res);
+void sl_tok_encode_result_free(sl_tok_encode_result *res);
+
+typedef struct {
+    const char *tokenizer; /* see sl_tok_open */
+    const char *gpt2_dir;
+    const char *in_path;   /* a token file, or whitespace/comma-separated ids; NULL: stdin (ids only) */
+    const char *out_path;  /* the bytes written here atomically; NULL: only returned */
+} sl_tok_decode_cfg;
+typedef struct {
+    char *bytes; /* (n_bytes) plus a NUL */
+    size_t n_bytes;
+} sl_tok_decode_result;
+/* Decodes a token file (checked, its vocab_size must be the tokenizer's) or text ids. */
+int sl_tok_decode_file(const sl_tok_decode_cfg *cfg, sl_tok_decode_result *res);
+void sl_tok_decode_result_free(sl_tok_decode_result *res);
+
 #endif
