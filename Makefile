@@ -61,13 +61,13 @@ $(BUILD)/%.o: %.c
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 # The source revision recorded in every HDF5 log (analysis/LOG_SCHEMA.md): git describe at build
-# time, "unknown" outside a git checkout. sl_log.o is rebuilt whenever it changes.
+# time, "unknown" outside a git checkout. sl_log_write.o (which writes it) is rebuilt whenever it changes.
 SL_REVISION := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(BUILD)/revision 2>/dev/null)" = "$(SL_REVISION)" ] || echo "$(SL_REVISION)" > $(BUILD)/revision)
-$(BUILD)/analysis/sl_log.o: CFLAGS += -DSL_SOURCE_REVISION='"$(SL_REVISION)"'
+$(BUILD)/analysis/sl_log_write.o: CFLAGS += -DSL_SOURCE_REVISION='"$(SL_REVISION)"'
 # The AVX-512 build of the matmul (sl_kern_mm.h): used only where the CPU has it (sl_kern_select).
 $(BUILD)/models/sl_kern_wide.o: CFLAGS += -mavx512f
-$(BUILD)/analysis/sl_log.o: $(BUILD)/revision
+$(BUILD)/analysis/sl_log_write.o: $(BUILD)/revision
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
