@@ -33,7 +33,6 @@
 
 #include "sl_dist.h"
 #include "sl_spec.h"
-#include "sl_table.h"
 
 /* ---- sources of (p, q) rows ---- */
 
@@ -173,7 +172,7 @@ typedef struct {
 /* Predictions for a run of `iterations` iterations of plan. */
 int sl_mc_predict(const sl_mc_plan *plan, size_t iterations, sl_mc_prediction *pred);
 
-/* ---- costs and report ---- */
+/* ---- costs (priced by analysis/sl_mc_report.h) ---- */
 
 typedef struct {
     double c;       /* draft step time / target step time, >= 0 */
@@ -186,10 +185,5 @@ typedef struct {
 
 /* v(n) with v(1) = 1. */
 double sl_mc_v(const sl_mc_costs *k, size_t n);
-
-/* Builds the report tables (summary, per-position acceptance, tokens-per-iteration histogram,
- * goodness of fit); *n_tables (<= 4) of them, owned by the caller (sl_table_free each). a = 1 - confidence. */
-int sl_mc_report(const sl_mc_plan *plan, const sl_mc_result *res, const sl_mc_prediction *pred,
-                 const sl_mc_costs *costs, double a, sl_table **tables, size_t *n_tables);
 
 #endif

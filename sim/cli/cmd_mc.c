@@ -9,7 +9,7 @@
 
 #include "cli_family.h"
 #include "sl_cli.h"
-#include "sl_mc.h"
+#include "sl_mc_report.h"
 
 static void usage(FILE *f)
 {
