@@ -24,10 +24,13 @@ static void summary_row(sl_table *t, const char *q, double m, double lo, double 
 }
 
 int sl_mc_report(const sl_mc_plan *pl, const sl_mc_result *res, const sl_mc_prediction *pred,
-                 const sl_mc_costs *costs, double a, sl_table **tables, size_t *n_tables)
+                 const sl_mc_report_costs *costs, double a, sl_table **tables, size_t *n_tables)
 {
     *n_tables = 0;
     size_t gamma = sl_mc_plan_gamma(pl);
+    double v_next;
+    int vrc = sl_theory_vcost_eval(&costs->v, (long)gamma + 1, &v_next);
+    if (vrc) return vrc;
     double N = (double)res->iterations;
     uint64_t tot_reached = 0, tot_acc = 0;
     for (size_t i = 0; i < gamma; i++) {
@@ -59,14 +62,10 @@ int sl_mc_report(const sl_mc_plan *pl, const sl_mc_result *res, const sl_mc_pred
     summary_row(sum, "tokens_per_iteration", mean, mlo, mhi, pred->expected_tokens, pred->expected_tokens_iid);
     /* Simulated time in target-step units: gamma draft steps at c each plus one verification of
      * gamma+1 tokens at v(gamma+1), against one target step per token for plain decoding. */
-    double denom = (double)gamma * costs->c + sl_mc_v(costs, gamma + 1);
-    sl_theory_vcost vc;
-    if (costs->v_const > 0) sl_theory_vcost_const(&vc, costs->v_const);
-    else sl_theory_vcost_linear(&vc, costs->v_slope);
+    double denom = (double)gamma * costs->c + v_next;
     double wf_iid = NAN, ops_iid = NAN;
-    sl_theory_walltime_factor_v(fmin(1.0, fmax(0.0, pred->alpha)), (int)gamma, costs->c, &vc, &wf_iid);
+    sl_theory_walltime_factor_v(fmin(1.0, fmax(0.0, pred->alpha)), (int)gamma, costs->c, &costs->v, &wf_iid);
     sl_theory_ops_factor(fmin(1.0, fmax(0.0, pred->alpha)), (int)gamma, costs->c_hat, &ops_iid);
-    sl_theory_vcost_free(&vc);
     summary_row(sum, "walltime_factor", mean / denom, mlo / denom, mhi / denom, pred->expected_tokens / denom, wf_iid);
     /* Operations per emitted token relative to plain decoding: (gamma c_hat + gamma + 1) / E[N]. */
     double ops = (double)gamma * costs->c_hat + (double)gamma + 1;

@@ -745,12 +745,3 @@ int sl_mc_predict(const sl_mc_plan *pl, size_t iterations, sl_mc_prediction *pre
     }
     return SL_OK;
 }
-
-/* ---- costs ---- */
-
-double sl_mc_v(const sl_mc_costs *k, size_t n)
-{
-    if (n <= 1) return 1;
-    if (k->v_const > 0) return k->v_const;
-    return 1 + k->v_slope * (double)(n - 1);
-}

@@ -58,7 +58,8 @@ int sl_cmd_mc(int argc, char **argv)
     };
     sl_mc_family_params fp = SL_MC_FAMILY_DEFAULT;
     sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
-    sl_mc_costs costs = SL_MC_COSTS_DEFAULT;
+    sl_mc_report_costs costs = {0};
+    double v_const = 0, v_slope = 0;
     sl_format fmt = SL_FMT_TABLE;
     long iterations = 100000, threads = 0;
     double confidence = 0.95;
@@ -75,8 +76,8 @@ int sl_cmd_mc(int argc, char **argv)
         case 'n': rc = sl_cli_long_in("--iterations", optarg, 1, 1L << 40, &iterations); break;
         case 'c': rc = sl_cli_double_in("--c", optarg, 0, 0, 1e9, 0, &costs.c); break;
         case 'h': rc = sl_cli_double_in("--c-hat", optarg, 0, 0, 1e9, 0, &costs.c_hat); break;
-        case 'k': rc = sl_cli_double_in("--v-const", optarg, 0, 1, 1e9, 0, &costs.v_const); break;
-        case 'b': rc = sl_cli_double_in("--v-slope", optarg, 0, 0, 1e9, 0, &costs.v_slope); break;
+        case 'k': rc = sl_cli_double_in("--v-const", optarg, 0, 1, 1e9, 0, &v_const); break;
+        case 'b': rc = sl_cli_double_in("--v-slope", optarg, 0, 0, 1e9, 0, &v_slope); break;
         case 'C': rc = sl_cli_double_in("--confidence", optarg, 0, 1, 1, 1, &confidence); break;
         case 't': rc = sl_cli_long_in("--threads", optarg, 0, 1024, &threads); break;
         case 'F': rc = sl_format_parse(optarg, &fmt); break;
@@ -89,7 +90,10 @@ int sl_cmd_mc(int argc, char **argv)
     }
     if (optind < argc) return sl_fail(SL_EINPUT, "unexpected argument '%s' (speclab mc --help)", argv[optind]);
     if (!have_family) return sl_fail(SL_EINPUT, "--family is required (identical|noisy|dirichlet|zipf|disjoint|positional)");
-    if (costs.v_const > 0 && costs.v_slope > 0) return sl_fail(SL_EINPUT, "--v-const and --v-slope: give one of them");
+    if (v_const > 0 && v_slope > 0) return sl_fail(SL_EINPUT, "--v-const and --v-slope: give one of them");
+    /* v(n): the constant when given, else the line 1 + slope (n - 1) (slope 0: v = 1, Theorem 3.8). */
+    rc = v_const > 0 ? sl_theory_vcost_const(&costs.v, v_const) : sl_theory_vcost_linear(&costs.v, v_slope);
+    if (rc) return rc;
 
     sl_mc_rows *rows = NULL;
     sl_mc_plan *plan = NULL;
@@ -133,7 +137,9 @@ int sl_cmd_mc(int argc, char **argv)
     sl_table_set_double(run, 7, pred.alpha);
     sl_table_set_double(run, 8, costs.c);
     sl_table_set_double(run, 9, costs.c_hat);
-    sl_table_set_double(run, 10, sl_mc_v(&costs, fp.gamma + 1));
+    double v_next = 1;
+    sl_theory_vcost_eval(&costs.v, (long)fp.gamma + 1, &v_next);
+    sl_table_set_double(run, 10, v_next);
     sl_table_set_double(run, 11, confidence);
     if ((rc = sl_mc_report(plan, &res, &pred, &costs, 1 - confidence, tables + 1, &nt))) goto done;
     nt += 1;
@@ -142,5 +148,6 @@ done:
     for (size_t i = 0; i < 5; i++) sl_table_free(tables[i]);
     sl_mc_plan_free(plan);
     sl_mc_rows_free(rows);
+    sl_theory_vcost_free(&costs.v);
     return rc;
 }
