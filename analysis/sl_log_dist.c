@@ -6,7 +6,6 @@
  */
 #include <fcntl.h>
 #include <hdf5.h>
-#include <immintrin.h>
 #include <libdeflate.h>
 #include <omp.h>
 #include <pthread.h>
@@ -18,15 +17,8 @@
 #include <unistd.h>
 
 #include "sl_common.h"
+#include "sl_half.h"
 #include "sl_log_internal.h"
-
-static void f16_to_f32_n(const uint16_t *in, float *out, size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(in + i))));
-    for (; i < n; i++) out[i] = _cvtsh_ss(in[i]);
-}
 
 /* ---- direct access ---- */
 
@@ -145,7 +137,7 @@ int sl_log_dist_chunk(sl_log_reader *r, size_t k, int tid, const float **p, cons
             *out[c] = (const float *)(const void *)src; /* straight from the page cache or the inflate buffer */
         } else {
             float *f = r->fs[tid] + (size_t)c * ch * V;
-            if (esz == 2) f16_to_f32_n((const uint16_t *)(const void *)src, f, *rows * V);
+            if (esz == 2) sl_half_f16_to_f32_n((const uint16_t *)(const void *)src, f, *rows * V);
             else memcpy(f, src, *rows * V * sizeof(float));
             *out[c] = f;
         }
@@ -171,7 +163,7 @@ static int read_dists_naive(sl_log_reader *r, size_t first, size_t n, float *p, 
             /* Read the halves as they are and widen them here: the same conversion as the fast path. */
             uint16_t *h = malloc(n * V * sizeof *h);
             e = h ? H5Dread(d, sl_log_h5_f16_type(), ms, fs, H5P_DEFAULT, h) : -1;
-            if (e >= 0) f16_to_f32_n(h, dst, n * V);
+            if (e >= 0) sl_half_f16_to_f32_n(h, dst, n * V);
             free(h);
         } else {
             e = H5Dread(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, dst);
@@ -213,7 +205,7 @@ static void inflate_one(void *ctx, size_t s, int tid)
     else
         memcpy(out, r->raw[s], j->chunk_bytes);
     if (!bad) {
-        if (j->esz == 2) f16_to_f32_n(out, dst, rows * V);
+        if (j->esz == 2) sl_half_f16_to_f32_n(out, dst, rows * V);
         else if (out != dst) memcpy(dst, out, rows * V * 4);
     }
     free(tmp);

@@ -3,7 +3,6 @@
  * names and defaults of its metadata, and the HDF5 helpers that the writer and the reader share.
  */
 #include <hdf5.h>
-#include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +161,3 @@ void sl_log_meta_init(sl_log_meta *m, sl_log_kind kind)
     snprintf(m->rule, sizeof m->rule, "exact");
     m->schema_version = SL_LOG_SCHEMA_VERSION;
 }
-
-uint16_t sl_log_f32_to_f16(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
-float sl_log_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }

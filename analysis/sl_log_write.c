@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "sl_common.h"
+#include "sl_half.h"
 #include "sl_log_internal.h"
 
 #define ROW_CHUNK 4096 /* rows per chunk of the per-row columns */
@@ -602,7 +603,7 @@ int sl_log_add_position(sl_log_writer *w, const double *p, const double *q, int3
             if (w->meta.dist == SL_LOG_DIST_F32)
                 for (size_t x = 0; x < V; x++) ((float *)dst)[x] = (float)src[x];
             else
-                for (size_t x = 0; x < V; x++) ((uint16_t *)dst)[x] = sl_log_f32_to_f16((float)src[x]);
+                for (size_t x = 0; x < V; x++) ((uint16_t *)dst)[x] = sl_half_f32_to_f16((float)src[x]);
         }
         rc = row_done(d);
     }

@@ -8,50 +8,13 @@
  */
 #include <errno.h>
 #include <json-c/json.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sl_common.h"
+#include "sl_half.h"
 #include "sl_train.h"
 #include "sl_train_io.h"
-
-/* ---- half precision (round to nearest even; inf/nan kept) ---- */
-
-uint16_t sl_train_f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, mant = x & 0x7fffffu;
-    if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-    int e = (int)exp - 127 + 15;
-    if (e >= 31) return (uint16_t)(sign | 0x7c00u);
-    if (e <= 0) {
-        if (e < -10) return (uint16_t)sign;
-        mant |= 0x800000u;
-        int shift = 14 - e;
-        uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1))) h++;
-        return (uint16_t)(sign | h);
-    }
-    uint32_t h = sign | ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++; /* a carry rolls into the exponent, as it should */
-    return (uint16_t)h;
-}
-
-float sl_train_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
-    if (e == 0) {
-        float v = ldexpf((float)m, -24);
-        return sign ? -v : v;
-    }
-    if (e == 31) x = sign | 0x7f800000u | (m << 13);
-    else x = sign | ((e - 15 + 127) << 23) | (m << 13);
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
 
 /* ---- the tensor list of FORMAT.md ---- */
 
@@ -169,7 +132,7 @@ int sl_train_export(const sl_train_model *m, const char *path, int f16, const ch
         size_t n = ref_count(&refs[i]);
         if (f16) {
             for (size_t k = 0; k < n; k++) {
-                uint16_t h = sl_train_f32_to_f16(src[k]);
+                uint16_t h = sl_half_f32_to_f16_canonical_nan(src[k]);
                 unsigned char b[2] = {(unsigned char)(h & 0xff), (unsigned char)(h >> 8)};
                 fwrite(b, 1, 2, af.f);
             }
@@ -300,12 +263,7 @@ int sl_train_import(const char *path, int B, int T, sl_train_model **out, char *
                 memcpy(&dst[k], src + 4 * k, 4);
             } else {
                 uint16_t h = (uint16_t)(src[2 * k] | src[2 * k + 1] << 8);
-                if (dt[0] == 'B') {
-                    uint32_t x = (uint32_t)h << 16;
-                    memcpy(&dst[k], &x, 4);
-                } else {
-                    dst[k] = sl_train_f16_to_f32(h);
-                }
+                dst[k] = dt[0] == 'B' ? sl_half_bf16_to_f32(h) : sl_half_f16_to_f32_keep_nan(h);
             }
         }
     }
