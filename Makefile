@@ -15,7 +15,7 @@ PKGS += libdeflate nettle
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null | sed 's/-lgslcblas//')
 
-SRC_DIRS = sim analysis models plots notebooks_export data
+SRC_DIRS = sim analysis models models/train plots notebooks_export data
 INC = $(addprefix -I,$(SRC_DIRS)) -Isim/cli
 
 OPT = -O2 -march=x86-64-v3
@@ -96,15 +96,15 @@ demo: deps
 	@$(MAKE) --no-print-directory $(BIN)
 	@SPECLAB=$(BIN) bash sim/demo.sh
 
-# The trainer's GPU backend (models/sl_train_gpu.h): the same source as the cuda-emu build in
+# The trainer's GPU backend (models/train/sl_train_gpu.h): the same source as the cuda-emu build in
 # libspeclab, compiled by nvcc into a library that `speclab train --backend cuda` loads from beside
 # the binary. Only where CUDA exists (nvcc and cuBLAS); nothing else depends on it.
 NVCC ?= nvcc
 NVCC_ARCH ?= native
 cuda: $(BUILD)/libsl_train_cuda.so
-$(BUILD)/libsl_train_cuda.so: models/sl_train_gpu.c models/sl_train_gpu.h models/sl_train_types.h
+$(BUILD)/libsl_train_cuda.so: models/train/sl_train_gpu.c models/train/sl_train_gpu.h models/train/sl_train_types.h
 	@mkdir -p $(dir $@)
-	$(NVCC) -O3 -arch=$(NVCC_ARCH) -x cu -Imodels -Xcompiler -fPIC,-fvisibility=hidden -shared -o $@ $< -lcublas
+	$(NVCC) -O3 -arch=$(NVCC_ARCH) -x cu -Imodels/train -Xcompiler -fPIC,-fvisibility=hidden -shared -o $@ $< -lcublas
 
 clean:
 	rm -rf $(BUILD)

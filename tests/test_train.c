@@ -2,7 +2,7 @@
  * test_train.c: the trainer against an independent reference.
  *
  * The reference is a naive double-precision GPT-2 forward written here from FORMAT.md's semantics
- * (per-position loops, separate q/k/v, no shared code with models/sl_train.c). Gradients of every
+ * (per-position loops, separate q/k/v, no shared code with models/train/sl_train.c). Gradients of every
  * parameter are checked against central finite differences of that double forward, so the
  * reference itself carries no float32 noise; the forward logits are compared too.
  */

@@ -1,7 +1,7 @@
 /*
  * cmd_train.c: `speclab train` (a GPT-2 model from token files) and, through cmd_distill.c,
  * `speclab distill` (a draft against a teacher's soft labels). Both parse the same options into
- * sl_train_run_opts; the run itself lives in models/sl_train_run.c.
+ * sl_train_run_opts; the run itself lives in models/train/sl_train_run.c.
  */
 #include <getopt.h>
 #include <omp.h>
