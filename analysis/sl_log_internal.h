@@ -95,7 +95,7 @@ struct sl_log_reader {
     float *cache_p, *cache_q; /* (dist_chunk, V) */
 };
 
-/* Called by sl_log_open (sl_log_dist.c): maps the file and locates every distribution chunk, or
+/* Called by sl_log_open, defined in sl_log_dist.c: maps the file and locates every distribution chunk, or
  * leaves direct access off. */
 void sl_log_map_chunks(sl_log_reader *r);
 
