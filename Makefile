@@ -15,7 +15,7 @@ PKGS += libdeflate nettle
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null | sed 's/-lgslcblas//')
 
-SRC_DIRS = sim analysis models plots notebooks_export data
+SRC_DIRS = sim analysis models models/train plots notebooks_export data
 INC = $(addprefix -I,$(SRC_DIRS)) -Isim/cli
 
 OPT = -O2 -march=x86-64-v3
@@ -61,13 +61,13 @@ $(BUILD)/%.o: %.c
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 # The source revision recorded in every HDF5 log (analysis/LOG_SCHEMA.md): git describe at build
-# time, "unknown" outside a git checkout. sl_log.o is rebuilt whenever it changes.
+# time, "unknown" outside a git checkout. sl_log_write.o (which writes it) is rebuilt whenever it changes.
 SL_REVISION := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(BUILD)/revision 2>/dev/null)" = "$(SL_REVISION)" ] || echo "$(SL_REVISION)" > $(BUILD)/revision)
-$(BUILD)/analysis/sl_log.o: CFLAGS += -DSL_SOURCE_REVISION='"$(SL_REVISION)"'
+$(BUILD)/analysis/sl_log_write.o: CFLAGS += -DSL_SOURCE_REVISION='"$(SL_REVISION)"'
 # The AVX-512 build of the matmul (sl_kern_mm.h): used only where the CPU has it (sl_kern_select).
 $(BUILD)/models/sl_kern_wide.o: CFLAGS += -mavx512f
-$(BUILD)/analysis/sl_log.o: $(BUILD)/revision
+$(BUILD)/analysis/sl_log_write.o: $(BUILD)/revision
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -97,15 +97,15 @@ demo: deps
 	@$(MAKE) --no-print-directory $(BIN)
 	@SPECLAB=$(BIN) bash sim/demo.sh
 
-# The trainer's GPU backend (models/sl_train_gpu.h): the same source as the cuda-emu build in
+# The trainer's GPU backend (models/train/sl_train_gpu.h): the same source as the cuda-emu build in
 # libspeclab, compiled by nvcc into a library that `speclab train --backend cuda` loads from beside
 # the binary. Only where CUDA exists (nvcc and cuBLAS); nothing else depends on it.
 NVCC ?= nvcc
 NVCC_ARCH ?= native
 cuda: $(BUILD)/libsl_train_cuda.so
-$(BUILD)/libsl_train_cuda.so: models/sl_train_gpu.c models/sl_train_gpu.h models/sl_train_types.h
+$(BUILD)/libsl_train_cuda.so: models/train/sl_train_gpu.c models/train/sl_train_gpu.h models/train/sl_train_types.h
 	@mkdir -p $(dir $@)
-	$(NVCC) -O3 -arch=$(NVCC_ARCH) -x cu -Imodels -Xcompiler -fPIC,-fvisibility=hidden -shared -o $@ $< -lcublas
+	$(NVCC) -O3 -arch=$(NVCC_ARCH) -x cu -Imodels/train -Xcompiler -fPIC,-fvisibility=hidden -shared -o $@ $< -lcublas
 
 clean:
 	rm -rf $(BUILD)

@@ -240,8 +240,4 @@ void sl_log_mc_free(sl_log_mc *m);
  * time; the threads block instead of spinning, which matters on a busy machine. Blocks until done. */
 void sl_log_parallel(size_t n, int nt, void (*fn)(void *ctx, size_t i, int tid), void *ctx);
 
-/* float16 <-> float32 (IEEE binary16, round to nearest even). */
-uint16_t sl_log_f32_to_f16(float f);
-float sl_log_f16_to_f32(uint16_t h);
-
 #endif

@@ -9,33 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-float sl_f16_to_f32(uint16_t h)
-{
-    return _cvtsh_ss(h);
-}
-
-uint16_t sl_f32_to_f16(float f)
-{
-    return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
-}
-
-float sl_bf16_to_f32(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-uint16_t sl_f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
-    return (uint16_t)(u >> 16);
-}
-
 void sl_kern_to_f32(float *dst, const void *src, sl_dtype dt, size_t n)
 {
     const unsigned char *s = src;
@@ -46,7 +19,7 @@ void sl_kern_to_f32(float *dst, const void *src, sl_dtype dt, size_t n)
     for (size_t i = 0; i < n; i++) {
         uint16_t h;
         memcpy(&h, s + 2 * i, 2);
-        dst[i] = dt == SL_DT_F16 ? sl_f16_to_f32(h) : sl_bf16_to_f32(h);
+        dst[i] = dt == SL_DT_F16 ? sl_half_f16_to_f32(h) : sl_half_bf16_to_f32(h);
     }
 }
 
@@ -58,7 +31,7 @@ void sl_kern_from_f32(void *dst, const float *src, sl_dtype dt, size_t n)
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        uint16_t h = dt == SL_DT_F16 ? sl_f32_to_f16(src[i]) : sl_f32_to_bf16(src[i]);
+        uint16_t h = dt == SL_DT_F16 ? sl_half_f32_to_f16(src[i]) : sl_half_f32_to_bf16(src[i]);
         memcpy(d + 2 * i, &h, 2);
     }
 }

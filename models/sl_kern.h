@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sl_half.h"
 #include "sl_st.h"
 
 #define SL_KERN_NMAX 16 /* tokens per sl_kern_matmul call */
@@ -73,11 +74,5 @@ const char *sl_kern_isa_name(void); /* the build in use, in words */
 void sl_kern_to_f32(float *dst, const void *src, sl_dtype dt, size_t n);
 /* Rounds float32 to dt (round to nearest even) and writes n elements at dst. */
 void sl_kern_from_f32(void *dst, const float *src, sl_dtype dt, size_t n);
-
-/* Scalar conversions used by the tests' reference and by the initialiser. */
-float sl_f16_to_f32(uint16_t h);
-uint16_t sl_f32_to_f16(float f);
-float sl_bf16_to_f32(uint16_t h);
-uint16_t sl_f32_to_bf16(float f);
 
 #endif

@@ -40,7 +40,7 @@ static inline __attribute__((always_inline)) float load1(const unsigned char *ro
     }
     uint16_t h;
     memcpy(&h, row + 2 * k, 2);
-    return dt == SL_DT_F16 ? sl_f16_to_f32(h) : sl_bf16_to_f32(h);
+    return dt == SL_DT_F16 ? sl_half_f16_to_f32(h) : sl_half_bf16_to_f32(h);
 }
 
 /* The fixed horizontal sum: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)). */

@@ -33,7 +33,6 @@
 
 #include "sl_dist.h"
 #include "sl_spec.h"
-#include "sl_table.h"
 
 /* ---- sources of (p, q) rows ---- */
 
@@ -172,24 +171,5 @@ typedef struct {
 
 /* Predictions for a run of `iterations` iterations of plan. */
 int sl_mc_predict(const sl_mc_plan *plan, size_t iterations, sl_mc_prediction *pred);
-
-/* ---- costs and report ---- */
-
-typedef struct {
-    double c;       /* draft step time / target step time, >= 0 */
-    double c_hat;   /* draft ops per token / target ops per token, >= 0 */
-    double v_const; /* v(n) = v_const for n >= 2 (0 = unused) */
-    double v_slope; /* v(n) = 1 + v_slope (n - 1) when v_const is 0 */
-} sl_mc_costs;
-
-#define SL_MC_COSTS_DEFAULT ((sl_mc_costs){0.0, 0.0, 0.0, 0.0})
-
-/* v(n) with v(1) = 1. */
-double sl_mc_v(const sl_mc_costs *k, size_t n);
-
-/* Builds the report tables (summary, per-position acceptance, tokens-per-iteration histogram,
- * goodness of fit); *n_tables (<= 4) of them, owned by the caller (sl_table_free each). a = 1 - confidence. */
-int sl_mc_report(const sl_mc_plan *plan, const sl_mc_result *res, const sl_mc_prediction *pred,
-                 const sl_mc_costs *costs, double a, sl_table **tables, size_t *n_tables);
 
 #endif

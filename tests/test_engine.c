@@ -191,14 +191,14 @@ Test(engine, attention_and_activation_helpers_match_naive)
 
 Test(engine, f16_and_bf16_conversions_round_to_nearest)
 {
-    cr_assert_eq(sl_f32_to_f16(1.0f), 0x3c00);
-    cr_assert_eq(sl_f16_to_f32(0x3c00), 1.0f);
-    cr_assert_eq(sl_f32_to_f16(65504.0f), 0x7bff);
-    cr_assert_eq(sl_f32_to_bf16(1.0f), 0x3f80);
+    cr_assert_eq(sl_half_f32_to_f16(1.0f), 0x3c00);
+    cr_assert_eq(sl_half_f16_to_f32(0x3c00), 1.0f);
+    cr_assert_eq(sl_half_f32_to_f16(65504.0f), 0x7bff);
+    cr_assert_eq(sl_half_f32_to_bf16(1.0f), 0x3f80);
     /* 1 + 2^-8 is exactly halfway between two bf16 values: ties to even gives 1.0. */
-    cr_assert_eq(sl_f32_to_bf16(1.0f + 1.0f / 256), 0x3f80);
-    cr_assert_eq(sl_f32_to_bf16(1.0f + 3.0f / 256), 0x3f82);
-    cr_assert_eq(sl_bf16_to_f32(0xc000), -2.0f);
+    cr_assert_eq(sl_half_f32_to_bf16(1.0f + 1.0f / 256), 0x3f80);
+    cr_assert_eq(sl_half_f32_to_bf16(1.0f + 3.0f / 256), 0x3f82);
+    cr_assert_eq(sl_half_bf16_to_f32(0xc000), -2.0f);
 }
 
 /* ---- safetensors ---- */

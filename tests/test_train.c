@@ -2,7 +2,7 @@
  * test_train.c: the trainer against an independent reference.
  *
  * The reference is a naive double-precision GPT-2 forward written here from FORMAT.md's semantics
- * (per-position loops, separate q/k/v, no shared code with models/sl_train.c). Gradients of every
+ * (per-position loops, separate q/k/v, no shared code with models/train/sl_train.c). Gradients of every
  * parameter are checked against central finite differences of that double forward, so the
  * reference itself carries no float32 noise; the forward logits are compared too.
  */
@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "sl_common.h"
+#include "sl_half.h"
 #include "sl_train.h"
 #include "sl_train_io.h"
 
@@ -350,20 +351,20 @@ Test(train, lr_schedule)
 Test(train, f16_conversion)
 {
     /* Known encodings (IEEE 754 binary16), including ties to even and the subnormal edge. */
-    cr_assert_eq(sl_train_f32_to_f16(1.0f), 0x3c00);
-    cr_assert_eq(sl_train_f32_to_f16(-2.0f), 0xc000);
-    cr_assert_eq(sl_train_f32_to_f16(65504.0f), 0x7bff);
-    cr_assert_eq(sl_train_f32_to_f16(65520.0f), 0x7c00); /* rounds up past the largest finite */
-    cr_assert_eq(sl_train_f32_to_f16(ldexpf(1, -24)), 0x0001);
-    cr_assert_eq(sl_train_f32_to_f16(ldexpf(1, -25)), 0x0000);                /* tie to even: 0 */
-    cr_assert_eq(sl_train_f32_to_f16(ldexpf(3, -25)), 0x0002);                /* tie to even: 2 */
-    cr_assert_eq(sl_train_f32_to_f16(1.0f + ldexpf(1, -11)), 0x3c00);         /* tie to even */
-    cr_assert_eq(sl_train_f32_to_f16(1.0f + ldexpf(3, -11)), 0x3c02);         /* tie to even */
-    cr_assert_eq(sl_train_f32_to_f16(ldexpf(1023, -24) + ldexpf(1, -25)), 0x0400); /* carry into normal */
+    cr_assert_eq(sl_half_f32_to_f16_canonical_nan(1.0f), 0x3c00);
+    cr_assert_eq(sl_half_f32_to_f16_canonical_nan(-2.0f), 0xc000);
+    cr_assert_eq(sl_half_f32_to_f16_canonical_nan(65504.0f), 0x7bff);
+    cr_assert_eq(sl_half_f32_to_f16_canonical_nan(65520.0f), 0x7c00); /* rounds up past the largest finite */
+    cr_assert_eq(sl_half_f32_to_f16_canonical_nan(ldexpf(1, -24)), 0x0001);
+    cr_assert_eq(sl_half_f32_to_f16_canonical_nan(ldexpf(1, -25)), 0x0000);                /* tie to even: 0 */
+    cr_assert_eq(sl_half_f32_to_f16_canonical_nan(ldexpf(3, -25)), 0x0002);                /* tie to even: 2 */
+    cr_assert_eq(sl_half_f32_to_f16_canonical_nan(1.0f + ldexpf(1, -11)), 0x3c00);         /* tie to even */
+    cr_assert_eq(sl_half_f32_to_f16_canonical_nan(1.0f + ldexpf(3, -11)), 0x3c02);         /* tie to even */
+    cr_assert_eq(sl_half_f32_to_f16_canonical_nan(ldexpf(1023, -24) + ldexpf(1, -25)), 0x0400); /* carry into normal */
     /* Every finite half survives half -> float -> half. */
     for (uint32_t hb = 0; hb < 65536; hb++) {
         if ((hb & 0x7c00) == 0x7c00) continue;
-        cr_assert_eq(sl_train_f32_to_f16(sl_train_f16_to_f32((uint16_t)hb)), hb, "half 0x%04x", hb);
+        cr_assert_eq(sl_half_f32_to_f16_canonical_nan(sl_half_f16_to_f32_keep_nan((uint16_t)hb)), hb, "half 0x%04x", hb);
     }
 }
 
@@ -441,7 +442,7 @@ Test(train, export_import_roundtrip, .init = mk_tmpdir, .fini = rm_tmpdir)
         cr_assert_eq(sl_train_export(m, tmp_path("h.safetensors"), 1, NULL, NULL), 0);
         cr_assert_eq(sl_train_import(tmp_path("h.safetensors"), 1, 8, &r, NULL), 0, "%s", sl_errmsg());
         for (size_t i = 0; i < m->n_params; i++)
-            cr_assert_eq(r->params_mem[i], sl_train_f16_to_f32(sl_train_f32_to_f16(m->params_mem[i])));
+            cr_assert_eq(r->params_mem[i], sl_half_f16_to_f32_keep_nan(sl_half_f32_to_f16_canonical_nan(m->params_mem[i])));
         sl_train_model_free(r);
         /* A truncated file is refused with SL_EINPUT. */
         cr_assert_eq(truncate(tmp_path("h.safetensors"), 1000), 0);

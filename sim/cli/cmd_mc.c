@@ -8,7 +8,7 @@
 
 #include "cli_family.h"
 #include "sl_cli.h"
-#include "sl_mc.h"
+#include "sl_mc_report.h"
 
 static const char about[] =
     "Simulates speculative decoding (Algorithm 1) on a synthetic draft/target pair and reports\n"
@@ -16,7 +16,7 @@ static const char about[] =
 
 /* The set-up as its own table; no thread count or timing, so output bytes do not depend on them. */
 static sl_table *run_table(const sl_mc_family_params *fp, const sl_spec_config *cfg, size_t iterations,
-                           const sl_mc_prediction *pred, const sl_mc_costs *costs, double confidence)
+                           const sl_mc_prediction *pred, const sl_mc_report_costs *costs, double confidence)
 {
     static const sl_colspec cols[] = {
         SL_COL_S("family"), SL_COL_S("rule"), SL_COL_D("lenience", "%g"), SL_COL_I("vocab"), SL_COL_I("gamma"),
@@ -34,7 +34,9 @@ static sl_table *run_table(const sl_mc_family_params *fp, const sl_spec_config *
     sl_table_setd(run, "alpha", pred->alpha);
     sl_table_setd(run, "c", costs->c);
     sl_table_setd(run, "c_hat", costs->c_hat);
-    sl_table_setd(run, "v_gamma_plus_1", sl_mc_v(costs, fp->gamma + 1));
+    double v_next = 1;
+    sl_theory_vcost_eval(&costs->v, (long)fp->gamma + 1, &v_next);
+    sl_table_setd(run, "v_gamma_plus_1", v_next);
     sl_table_setd(run, "confidence", confidence);
     if (sl_table_status(run)) {
         sl_table_free(run);
@@ -47,7 +49,8 @@ int sl_cmd_mc(int argc, char **argv)
 {
     sl_mc_family_params fp = SL_MC_FAMILY_DEFAULT;
     sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
-    sl_mc_costs costs = SL_MC_COSTS_DEFAULT;
+    sl_mc_report_costs costs = {0};
+    double v_const = 0, v_slope = 0;
     sl_format fmt = SL_FMT_TABLE;
     size_t iterations = 100000;
     int threads = 0, reference = 0;
@@ -59,9 +62,9 @@ int sl_cmd_mc(int argc, char **argv)
     sl_cli_size(&c, "iterations", "N", &iterations, 1, (size_t)1 << 40, "iterations to simulate (default 100000)");
     sl_cli_dbl(&c, "c", "C", &costs.c, 0, 1e9, 0, "draft step time / target step time (default 0)");
     sl_cli_dbl(&c, "c-hat", "H", &costs.c_hat, 0, 1e9, 0, "draft ops per token / target ops per token (default 0)");
-    sl_cli_dbl(&c, "v-const", "X", &costs.v_const, 0, 1e9, SL_OPT_LO_OPEN,
+    sl_cli_dbl(&c, "v-const", "X", &v_const, 0, 1e9, SL_OPT_LO_OPEN,
                "verification cost v(n) = X for n >= 2 (default v = 1)");
-    sl_cli_dbl(&c, "v-slope", "B", &costs.v_slope, 0, 1e9, 0, "verification cost v(n) = 1 + B (n - 1)");
+    sl_cli_dbl(&c, "v-slope", "B", &v_slope, 0, 1e9, 0, "verification cost v(n) = 1 + B (n - 1)");
     sl_cli_dbl(&c, "confidence", "C", &confidence, 0, 1, SL_OPT_LO_OPEN | SL_OPT_HI_OPEN,
                "confidence of the intervals (default 0.95)");
     sl_cli_flag(&c, "reference", &reference,
@@ -71,7 +74,10 @@ int sl_cmd_mc(int argc, char **argv)
     int rc = sl_cli_parse(&c, argc, argv, 0);
     if (rc == -1) return 0;
     if (rc) return rc;
-    if (costs.v_const > 0 && costs.v_slope > 0) return sl_fail(SL_EINPUT, "--v-const and --v-slope: give one of them");
+    if (v_const > 0 && v_slope > 0) return sl_fail(SL_EINPUT, "--v-const and --v-slope: give one of them");
+    /* v(n): the constant when given, else the line 1 + slope (n - 1) (slope 0: v = 1, Theorem 3.8). */
+    rc = v_const > 0 ? sl_theory_vcost_const(&costs.v, v_const) : sl_theory_vcost_linear(&costs.v, v_slope);
+    if (rc) return rc;
 
     sl_mc_rows *rows = NULL;
     sl_mc_plan *plan = NULL;
@@ -98,5 +104,6 @@ done:
     for (size_t i = 0; i < 5; i++) sl_table_free(tables[i]);
     sl_mc_plan_free(plan);
     sl_mc_rows_free(rows);
+    sl_theory_vcost_free(&costs.v);
     return rc;
 }

@@ -1,8 +1,8 @@
 /*
  * cmd_train.c: `speclab train` (a GPT-2 model from token files) and, through cmd_distill.c,
  * `speclab distill` (a draft against a teacher's soft labels). Both parse the same options into
- * sl_train_run_opts (defaults: models/sl_train_opts.h); the run itself is sl_train_run
- * (models/sl_train_run.c). Interrupts are turned into a checkpoint and exit 1 here.
+ * sl_train_run_opts (defaults: models/train/sl_train_opts.h); the run itself is sl_train_run
+ * (models/train/sl_train_run.c). Interrupts are turned into a checkpoint and exit 1 here.
  */
 #include <omp.h>
 #include <signal.h>

@@ -48,7 +48,7 @@ PY
 # The dlopen path of --backend cuda end to end, without a GPU: the emulation built as a shared
 # library under the CUDA entry point gives the same tensor bytes as --backend cuda-emu.
 if cc -std=c11 -D_GNU_SOURCE -O2 -march=x86-64-v3 -fopenmp -fPIC -shared -fvisibility=hidden -DSLG_EMU_AS_LIBRARY \
-     -Imodels $(pkg-config --cflags openblas) models/sl_train_gpu.c -o "$T/libemu.so" $(pkg-config --libs openblas) -lm 2>"$T/cc.err"; then
+     -Imodels/train $(pkg-config --cflags openblas) models/train/sl_train_gpu.c -o "$T/libemu.so" $(pkg-config --libs openblas) -lm 2>"$T/cc.err"; then
   SL_CUDA_LIB=$T/libemu.so "$S" "${RUN[@]}" --backend cuda --out "$T/dl.st" > /dev/null 2>&1 || bad "--backend cuda through dlopen"
   same_tensors "$T/full.st" "$T/dl.st" && ok "--backend cuda through dlopen (emulation library) equals cuda-emu" || bad "dlopen run differs"
 else

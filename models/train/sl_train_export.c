@@ -2,56 +2,20 @@
  * sl_train_export.c: the trainer's side of the native format (models/FORMAT.md): write a trained
  * gpt2 model as safetensors (f32 or f16) and read one back into training layout (for a teacher).
  *
- * This is a small, self-contained writer and reader kept to FORMAT.md so that the trainer does not
- * wait on the engine; when the engine's loader (models/sl_model*.c) is on main, the reader here can
- * be replaced by it. The JSON header is built and parsed with json-c, never by hand.
+ * The writer is the trainer's own (its header, padded to 8 bytes, is built with json-c); the reader
+ * maps the file with the engine's safetensors reader (models/sl_st.h) and checks that it is a gpt2
+ * model whose tensors match its config.
  */
-#include <errno.h>
 #include <json-c/json.h>
-#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sl_common.h"
+#include "sl_half.h"
+#include "sl_st.h"
 #include "sl_train.h"
 #include "sl_train_io.h"
-
-/* ---- half precision (round to nearest even; inf/nan kept) ---- */
-
-uint16_t sl_train_f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, mant = x & 0x7fffffu;
-    if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-    int e = (int)exp - 127 + 15;
-    if (e >= 31) return (uint16_t)(sign | 0x7c00u);
-    if (e <= 0) {
-        if (e < -10) return (uint16_t)sign;
-        mant |= 0x800000u;
-        int shift = 14 - e;
-        uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1))) h++;
-        return (uint16_t)(sign | h);
-    }
-    uint32_t h = sign | ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++; /* a carry rolls into the exponent, as it should */
-    return (uint16_t)h;
-}
-
-float sl_train_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
-    if (e == 0) {
-        float v = ldexpf((float)m, -24);
-        return sign ? -v : v;
-    }
-    if (e == 31) x = sign | 0x7f800000u | (m << 13);
-    else x = sign | ((e - 15 + 127) << 23) | (m << 13);
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
 
 /* ---- the tensor list of FORMAT.md ---- */
 
@@ -169,7 +133,7 @@ int sl_train_export(const sl_train_model *m, const char *path, int f16, const ch
         size_t n = ref_count(&refs[i]);
         if (f16) {
             for (size_t k = 0; k < n; k++) {
-                uint16_t h = sl_train_f32_to_f16(src[k]);
+                uint16_t h = sl_half_f32_to_f16_canonical_nan(src[k]);
                 unsigned char b[2] = {(unsigned char)(h & 0xff), (unsigned char)(h >> 8)};
                 fwrite(b, 1, 2, af.f);
             }
@@ -187,65 +151,39 @@ int sl_train_export(const sl_train_model *m, const char *path, int f16, const ch
 
 /* ---- reader ---- */
 
-static const char *meta_string(struct json_object *meta, const char *key)
+/* The shape as json-c prints an array ("[ 4, 8 ]"), as this message always read. */
+static void shape_string(const sl_st_tensor *t, char *buf, size_t n)
 {
-    struct json_object *v;
-    if (!meta || !json_object_object_get_ex(meta, key, &v) || !json_object_is_type(v, json_type_string)) return NULL;
-    return json_object_get_string(v);
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < t->ndim && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, "%s %lld", d ? "," : "", (long long)t->shape[d]);
+    if (k < n) snprintf(buf + k, n - k, " ]");
 }
 
 int sl_train_import(const char *path, int B, int T, sl_train_model **out, char **tokenizer_json)
 {
     *out = NULL;
     if (tokenizer_json) *tokenizer_json = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return sl_fail(SL_EINPUT, "cannot read model %s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char len8[8];
-    if (size < 8 || fread(len8, 1, 8, f) != 8) {
-        fclose(f);
-        return sl_fail(SL_EINPUT, "model %s is truncated (%ld bytes)", path, size);
+    /* The engine's reader checks the file's structure (header, dtypes, offsets); what it refuses is
+     * reported as a model the trainer cannot read. */
+    sl_st_file *f = NULL;
+    int rc = sl_st_open(path, &f);
+    if (rc == SL_EINPUT) {
+        char why[768];
+        snprintf(why, sizeof why, "%s", sl_errmsg());
+        return sl_fail(SL_EINPUT, "cannot read model %s", why);
     }
-    uint64_t hlen = 0;
-    for (int i = 0; i < 8; i++) hlen |= (uint64_t)len8[i] << (8 * i);
-    if (hlen > (uint64_t)size - 8 || hlen > (100u << 20)) {
-        fclose(f);
-        return sl_fail(SL_EINPUT, "model %s: header length %llu does not fit the file (%ld bytes)", path,
-                       (unsigned long long)hlen, size);
-    }
-    char *hs = sl_malloc(hlen + 1);
-    size_t dlen = (size_t)size - 8 - hlen;
-    unsigned char *data = sl_malloc(dlen ? dlen : 1);
-    if (!hs || !data) {
-        fclose(f);
-        free(hs);
-        free(data);
-        return SL_EFAIL;
-    }
-    int rc = SL_OK;
-    if (fread(hs, 1, hlen, f) != hlen || fread(data, 1, dlen, f) != dlen)
-        rc = sl_fail(SL_EINPUT, "model %s: short read", path);
-    fclose(f);
-    hs[hlen] = 0;
-    struct json_object *hdr = rc ? NULL : json_tokener_parse(hs);
-    struct json_object *meta = NULL;
+    if (rc) return rc;
     sl_train_config cfg;
     sl_train_model *m = NULL;
     tensor_ref *refs = NULL;
-    if (!rc && (!hdr || !json_object_is_type(hdr, json_type_object)))
-        rc = sl_fail(SL_EINPUT, "model %s: the safetensors header is not a JSON object", path);
-    if (!rc) json_object_object_get_ex(hdr, "__metadata__", &meta);
+    const char *fmt = sl_st_meta(f, "format"), *arch = sl_st_meta(f, "arch");
+    if (!fmt || strcmp(fmt, "speclab-model") != 0)
+        rc = sl_fail(SL_EINPUT, "model %s: metadata format is '%s', expected 'speclab-model'", path, fmt ? fmt : "(none)");
+    else if (!arch || strcmp(arch, "gpt2") != 0)
+        rc = sl_fail(SL_EINPUT, "model %s: arch is '%s'; the trainer handles gpt2 only", path, arch ? arch : "(none)");
     if (!rc) {
-        const char *fmt = meta_string(meta, "format"), *arch = meta_string(meta, "arch");
-        if (!fmt || strcmp(fmt, "speclab-model") != 0)
-            rc = sl_fail(SL_EINPUT, "model %s: metadata format is '%s', expected 'speclab-model'", path, fmt ? fmt : "(none)");
-        else if (!arch || strcmp(arch, "gpt2") != 0)
-            rc = sl_fail(SL_EINPUT, "model %s: arch is '%s'; the trainer handles gpt2 only", path, arch ? arch : "(none)");
-    }
-    if (!rc) {
-        const char *cj = meta_string(meta, "config");
+        const char *cj = sl_st_meta(f, "config");
         if (!cj) rc = sl_fail(SL_EINPUT, "model %s: metadata has no config", path);
         else if ((rc = sl_train_config_parse(cj, &cfg)) != 0) {
             char why[256];
@@ -260,62 +198,44 @@ int sl_train_import(const char *path, int B, int T, sl_train_model **out, char *
     if (!rc && !(refs = sl_calloc((size_t)nt, sizeof *refs))) rc = SL_EFAIL;
     if (!rc) tensor_list(&cfg, refs);
     for (int i = 0; !rc && i < nt; i++) {
-        struct json_object *t, *v;
         const char *nm = refs[i].name;
-        if (!json_object_object_get_ex(hdr, nm, &t)) {
+        const sl_st_tensor *t = sl_st_find(f, nm);
+        if (!t) {
             rc = sl_fail(SL_EINPUT, "model %s: tensor %s is missing", path, nm);
             break;
         }
-        const char *dt = json_object_object_get_ex(t, "dtype", &v) ? json_object_get_string(v) : "";
-        size_t es = !strcmp(dt, "F32") ? 4 : (!strcmp(dt, "F16") || !strcmp(dt, "BF16")) ? 2 : 0;
-        if (!es) {
-            rc = sl_fail(SL_EINPUT, "model %s: tensor %s has dtype '%s', expected F32, F16 or BF16", path, nm, dt);
+        if (t->dtype != SL_DT_F32 && t->dtype != SL_DT_F16 && t->dtype != SL_DT_BF16) {
+            rc = sl_fail(SL_EINPUT, "model %s: tensor %s has dtype '%s', expected F32, F16 or BF16", path, nm,
+                         sl_dtype_name(t->dtype));
             break;
         }
-        struct json_object *shape = NULL, *offs = NULL;
-        json_object_object_get_ex(t, "shape", &shape);
-        json_object_object_get_ex(t, "data_offsets", &offs);
-        int ok = shape && json_object_is_type(shape, json_type_array) &&
-                 (int)json_object_array_length(shape) == refs[i].ndim;
-        for (int d = 0; ok && d < refs[i].ndim; d++)
-            ok = json_object_get_int64(json_object_array_get_idx(shape, (size_t)d)) == (int64_t)refs[i].shape[d];
+        int ok = t->ndim == refs[i].ndim;
+        for (int d = 0; ok && d < refs[i].ndim; d++) ok = t->shape[d] == (int64_t)refs[i].shape[d];
         if (!ok) {
+            char shape[160];
+            shape_string(t, shape, sizeof shape);
             rc = sl_fail(SL_EINPUT, "model %s: tensor %s has shape %s, but the config implies (%zu%s%zu)", path, nm,
-                         shape ? json_object_to_json_string(shape) : "(none)", refs[i].shape[0],
-                         refs[i].ndim == 2 ? ", " : "", refs[i].ndim == 2 ? refs[i].shape[1] : (size_t)0);
+                         shape, refs[i].shape[0], refs[i].ndim == 2 ? ", " : "", refs[i].ndim == 2 ? refs[i].shape[1] : (size_t)0);
             break;
         }
-        int64_t a = offs && json_object_array_length(offs) == 2 ? json_object_get_int64(json_object_array_get_idx(offs, 0)) : -1;
-        int64_t b = offs && json_object_array_length(offs) == 2 ? json_object_get_int64(json_object_array_get_idx(offs, 1)) : -1;
-        size_t n = ref_count(&refs[i]);
-        if (a < 0 || b < a || (uint64_t)b > dlen || (size_t)(b - a) != n * es) {
-            rc = sl_fail(SL_EINPUT, "model %s: tensor %s data_offsets [%lld, %lld] do not match its size or the file",
-                         path, nm, (long long)a, (long long)b);
-            break;
-        }
+        /* sl_st_open checked that the data holds numel elements of the dtype inside the file. */
         float *dst = m->params[refs[i].tensor] + refs[i].off;
-        const unsigned char *src = data + a;
-        for (size_t k = 0; k < n; k++) {
-            if (es == 4) {
-                memcpy(&dst[k], src + 4 * k, 4);
-            } else {
+        const unsigned char *src = t->data;
+        size_t n = ref_count(&refs[i]);
+        if (t->dtype == SL_DT_F32) {
+            memcpy(dst, src, n * sizeof(float)); /* little-endian, as on x86-64 */
+        } else {
+            for (size_t k = 0; k < n; k++) {
                 uint16_t h = (uint16_t)(src[2 * k] | src[2 * k + 1] << 8);
-                if (dt[0] == 'B') {
-                    uint32_t x = (uint32_t)h << 16;
-                    memcpy(&dst[k], &x, 4);
-                } else {
-                    dst[k] = sl_train_f16_to_f32(h);
-                }
+                dst[k] = t->dtype == SL_DT_BF16 ? sl_half_bf16_to_f32(h) : sl_half_f16_to_f32_keep_nan(h);
             }
         }
     }
     if (!rc && tokenizer_json) {
-        const char *tok = meta_string(meta, "tokenizer");
+        const char *tok = sl_st_meta(f, "tokenizer");
         if (tok) *tokenizer_json = strdup(tok);
     }
-    if (hdr) json_object_put(hdr);
-    free(hs);
-    free(data);
+    sl_st_close(f);
     free(refs);
     if (rc) {
         sl_train_model_free(m);

@@ -25,9 +25,6 @@
 
 #include "sl_train.h"
 
-uint16_t sl_train_f32_to_f16(float f); /* round to nearest even */
-float sl_train_f16_to_f32(uint16_t h);
-
 /* Writes m as a FORMAT.md gpt2 safetensors file (f16 != 0: F16 tensors) atomically. training_json
  * and tokenizer_json (may be NULL) become the `training` and `tokenizer` metadata. */
 int sl_train_export(const sl_train_model *m, const char *path, int f16, const char *training_json,
