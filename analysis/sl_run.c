@@ -378,7 +378,12 @@ int sl_run_experiment(const sl_run_config *o)
     if (cost_ctx < 1) cost_ctx = 1;
     size_t max_len = longest + N + G + 1;
     if (max_len < cost_ctx + VM) max_len = cost_ctx + VM;
-    if ((rc = sl_model_ctx_alloc(mt, max_len, &ct)) || (rc = sl_lm_start(hd, max_len))) goto done;
+    if ((rc = sl_model_ctx_alloc(mt, max_len, &ct))) goto done;
+    if (!hd->max_len) rc = sl_lm_start(hd, max_len);
+    else if (hd->max_len < max_len)
+        rc = sl_fail(SL_EINPUT, "draft: %s was started for %zu tokens; the run needs %zu", o->draft_spec, hd->max_len,
+                     max_len);
+    if (rc) goto done;
     if ((rc = sl_model_lm_alloc(ct, &o->sampling, &lt))) goto done;
 
     if ((rc = check_existing(o->out))) goto done;

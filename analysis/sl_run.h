@@ -52,7 +52,9 @@ int sl_run_measure_costs(sl_lm *target, sl_lm *draft, const int32_t *ctx, size_t
 
 typedef struct {
     /* Models and tokenizer, opened by the caller and borrowed. The draft must be opened with the
-     * target's vocabulary and the same sampling as below (sl_lm_open_opts). */
+     * target's vocabulary and the same sampling as below (sl_lm_open_opts); the experiment starts
+     * it (sl_lm_start) for the lengths it needs, or uses it as it is when already started for at
+     * least that many tokens (a second run on the same handles). */
     sl_model *target;
     const char *target_path; /* the target's file: named in the log and hashed into it */
     sl_lm_handle *draft;

@@ -23,7 +23,11 @@ static const char about[] =
     "stores them in the log. Prints tokens per iteration, acceptance with bootstrap CIs over\n"
     "prompts, the measured speedup (autoregressive / speculative time per token, CI over prompts)\n"
     "next to Theorem 3.8 (v = 1) and the generalised E[N]/(G c + v(G+1)), and the time split.\n"
-    "Crash-safe and resumable like measure logs: a rerun skips finished shards.\n";
+    "Crash-safe and resumable like measure logs: a rerun skips finished shards. The seed S\n"
+    "defaults to 1; sequence s draws from (S, stream, s).\n";
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 typedef struct {
     const char *target, *draft, *tokenizer;
@@ -49,7 +53,7 @@ static void declare(sl_cli *c, run_opts *o)
     sl_cli_string(c, "tokenizer", "F", &o->tokenizer, "tokenizer file instead of the target's embedded one");
     sl_cli_size(c, "tokens", "N", &r->tokens, 1, (size_t)1 << 24, "tokens generated per prompt, both modes");
     c->opt[c->n - 1].flags |= SL_OPT_REQUIRED;
-    sl_cli_int(c, "gamma", "G", &r->gamma, 1, SL_SPEC_GAMMA_MAX, "drafts per iteration");
+    sl_cli_int(c, "gamma", "G", &r->gamma, 1, SL_SPEC_GAMMA_MAX, "drafts per iteration, 1.." STR(SL_SPEC_GAMMA_MAX));
     c->opt[c->n - 1].flags |= SL_OPT_REQUIRED;
     sl_cli_size(c, "max-prompts", "K", &r->max_prompts, 1, (size_t)1 << 30, "use the first K prompts only (default: all)");
     sl_cli_group_sampling(c, &r->sampling);
@@ -80,12 +84,12 @@ static void progress(void *ctx, size_t shard, size_t n_shards)
 }
 
 /* The report of the log at path, printed in fmt. */
-static int print_report(const char *path, const sl_run_report_config *rc_cfg, sl_format fmt)
+static int print_report(const char *path, const sl_run_report_config *cfg, sl_format fmt)
 {
     sl_run_report res;
     sl_table **t = NULL;
     size_t n = 0;
-    int rc = sl_run_report_file(path, rc_cfg, &res);
+    int rc = sl_run_report_file(path, cfg, &res);
     if (rc) return rc;
     rc = sl_run_report_tables(&res, &t, &n);
     if (!rc) rc = sl_report_write(t, n, stdout, fmt);
