@@ -1,0 +1,155 @@
+/*
+ * sl_run.h: `speclab run` as library calls.
+ *
+ * sl_run_experiment decodes every prompt twice with real models, speculatively (sl_spec_decode:
+ * gamma drafts, one verification call scoring gamma + 1 tokens, exact rejection) and with the plain
+ * autoregressive baseline, both timed after an untimed prefill; it measures c and v(n) on this
+ * machine in the same run (sl_run_measure_costs) and writes everything to a run log
+ * (analysis/LOG_SCHEMA.md), crash-safe and resumable shard by shard.
+ *
+ * sl_run_report_file computes the report from the assembled log alone: acceptance (alpha_hat =
+ * accepted / tested) with percentile bootstrap CIs over prompts, the measured walltime speedup next
+ * to Theorem 3.8 and its generalised form E[N]/(gamma c + v(gamma + 1)) (sim/sl_theory.h), the costs
+ * as the decode paid them, and the time split. sl_run_report_tables renders that result as the
+ * tables `speclab run` prints (run, time_split, costs).
+ *
+ * Nothing here prints. Errors name the quantity ("gamma: ...", "v_max: ..."), never a flag.
+ */
+#ifndef SL_RUN_H
+#define SL_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sl_dist.h"
+#include "sl_lm_open.h"
+#include "sl_model.h"
+#include "sl_spec.h"
+#include "sl_table.h"
+#include "sl_theory.h"
+#include "sl_tok.h"
+
+/* ---- calibration: c and v(n) timed the way a decode meets them ---- */
+
+typedef struct {
+    double c;             /* draft_step_s / target_step_s */
+    double draft_step_s;  /* one draft step, seconds (median) */
+    double target_step_s; /* one single-token target step, seconds (median): the unit, v(1) = 1 */
+    double *call_s;       /* (v.n_entries) one target call on v.n[i] tokens, seconds (median); owned */
+    sl_theory_vcost v;    /* table n -> v(n) = call_s / target_step_s (n = 1..v_max); owned */
+} sl_run_costs;
+
+void sl_run_costs_free(sl_run_costs *c); /* safe on a zeroed struct */
+
+/* Measures c and v(n), n = 1..v_max, with both models holding a context of ctx_len tokens:
+ * ctx (ctx_len + v_max) holds the context followed by the tokens fed to the timed calls; dists
+ * (v_max, vocab) is a workspace. reps timed repetitions per point after 3 warm-ups; medians.
+ * The protocol (sl_run.c) times each call right after what precedes it in a decode. */
+int sl_run_measure_costs(sl_lm *target, sl_lm *draft, const int32_t *ctx, size_t ctx_len, size_t v_max, int gamma,
+                         long reps, double *dists, sl_run_costs *out);
+
+/* ---- the experiment ---- */
+
+typedef struct {
+    /* Models and tokenizer, opened by the caller and borrowed. The draft must be opened with the
+     * target's vocabulary and the same sampling as below (sl_lm_open_opts); the experiment starts
+     * it (sl_lm_start) for the lengths it needs, or uses it as it is when already started for at
+     * least that many tokens (a second run on the same handles). */
+    sl_model *target;
+    const char *target_path; /* the target's file: named in the log and hashed into it */
+    sl_lm_handle *draft;
+    const char *draft_spec;  /* as given: named in the log (and its identity when it has no file) */
+    sl_tok *tok;             /* tokenizes the prompts */
+
+    const char *prompts;     /* prompt file (data/prompts/NAME.txt) */
+    size_t max_prompts;      /* the first K prompts only; 0 = all */
+    size_t tokens;           /* N: tokens generated per prompt, both modes, >= 1 */
+    int gamma;               /* drafts per iteration, 1..SL_SPEC_GAMMA_MAX */
+    sl_sampling sampling;    /* standardisation of both models' distributions */
+    sl_spec_config rule;     /* acceptance rule and lenience */
+    long eos;                /* stop a sequence at this token; -1 = none */
+    uint64_t seed;           /* sequence s draws from (seed, stream, s) */
+    long cost_reps;          /* timed repetitions per cost point after 3 warm-ups (default 15) */
+    size_t cost_context;     /* context of the cost measurement; 0 = median prompt + N/2 */
+    size_t v_max;            /* largest n of v(n); 0 = max(16, gamma + 1) */
+    size_t shard_prompts;    /* prompts per log shard (default 4) */
+    const char *tokens_out;  /* NULL, or a file for the token ids of the sequences decoded now */
+    const char *out;         /* the run log */
+
+    /* Called after each shard decoded now (shard = 1-based index); NULL = silent. */
+    void (*progress)(void *ctx, size_t shard, size_t n_shards);
+    void *progress_ctx;
+} sl_run_config;
+
+/* Defaults: all prompts, eos -1, seed 1, cost_reps 15, shard_prompts 4, exact rule, default
+ * sampling; tokens, gamma, the models, prompts and out must be set. */
+void sl_run_config_init(sl_run_config *c);
+
+/* Checks the options alone (not the models): SL_EINPUT naming the quantity. */
+int sl_run_config_validate(const sl_run_config *c);
+
+/* Decodes, calibrates and writes the log cfg->out (an existing run log is resumed: finished shards
+ * are kept, and so are the costs measured with the first shards). An existing out that is not a
+ * run log is refused. Prints nothing; the report is sl_run_report_file(cfg->out, ...). */
+int sl_run_experiment(const sl_run_config *cfg);
+
+/* ---- the report, from the log alone ---- */
+
+typedef struct {
+    long boot;      /* bootstrap resamples over prompts (default 2000); 0 = no CIs */
+    double ci;      /* CI level (default 0.95) */
+    uint64_t seed;  /* the bootstrap draws from (seed, SL_STREAM_BOOT, 0) */
+} sl_run_report_config;
+
+#define SL_RUN_REPORT_CONFIG_DEFAULT ((sl_run_report_config){2000, 0.95, 1})
+
+/* A point estimate with its percentile bootstrap CI over prompts (lo, hi NaN without one). */
+typedef struct {
+    double value, lo, hi;
+} sl_run_estimate;
+
+/* One component of the time split: seconds and the fraction of the speculative total (NaN for
+ * the autoregressive total, and when the speculative total is 0). */
+typedef struct {
+    double seconds, fraction;
+} sl_run_time_part;
+
+typedef struct {
+    int gamma;
+    size_t prompts;                   /* each decoded speculatively and autoregressively */
+    double iterations;                /* speculative iterations (Algorithm 1) */
+    double accepted, drafted, tested; /* drafts; tested = up to and including the first rejection */
+    sl_run_estimate acceptance_rate;  /* accepted / drafted (vLLM's acceptance rate) */
+    sl_run_estimate alpha_hat;        /* accepted / tested: estimates alpha */
+    sl_run_estimate beta_tested;      /* mean logged beta at the tested positions */
+    sl_run_estimate alpha_minus_beta_tested; /* paired over the same resamples */
+    int acceptance_matches_beta;      /* 1 when 0 lies in that difference's CI (+-1e-6) */
+    sl_run_estimate tokens_per_iteration;    /* emitted / iterations */
+    sl_run_estimate expected_tokens;  /* E[N] at alpha_hat (Equation 1) */
+    double c;                         /* measured draft step / target step; NaN without costs */
+    double v_gamma_plus_1;            /* measured v(gamma + 1); NaN without costs */
+    sl_run_estimate speedup;          /* autoregressive / speculative time per token */
+    sl_run_estimate predicted_thm38;  /* Theorem 3.8 at alpha_hat and c */
+    sl_run_estimate predicted_general;/* E[N]/(gamma c + v(gamma + 1)) at alpha_hat */
+    double thm38_in_ci, general_in_ci;/* 1 or 0: the prediction inside the speedup's CI; NaN without a CI */
+    double c_in_run;                  /* draft seconds per draft step / baseline seconds per token */
+    double v_in_run;                  /* verification seconds per call / baseline seconds per token */
+    double predicted_in_run_costs;    /* E[N]/(gamma c_in_run + v_in_run) */
+    double ar_time_per_token_s, spec_time_per_token_s;
+    double target_step_s, draft_step_s; /* the calibration's; NaN without costs */
+    sl_run_time_part drafting, verification, sampling, other, speculative_total, autoregressive_total;
+    int has_costs;                    /* the log holds a calibration: costs is valid */
+    sl_run_costs costs;
+} sl_run_report;
+
+/* Reads the run log at log_path (validated on opening) and computes every metric. On failure res
+ * holds nothing to free. */
+int sl_run_report_file(const char *log_path, const sl_run_report_config *cfg, sl_run_report *res);
+void sl_run_report_free(sl_run_report *res);
+
+/* The tables `speclab run` prints: "run" (metric, value, ci_lo, ci_hi, note), "time_split"
+ * (component, seconds, fraction) and "costs" (n, call_s, v). *tables is malloc'd with *n tables;
+ * free each with sl_table_free and the array with free. */
+int sl_run_report_tables(const sl_run_report *res, sl_table ***tables, size_t *n);
+
+#endif
