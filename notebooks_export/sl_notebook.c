@@ -424,13 +424,16 @@ int sl_notebook_relpath(const char *path, const char *dir, char *buf, size_t n)
     char a[PATH_MAX], d[PATH_MAX];
     if (!realpath(path, a)) return sl_fail(SL_EINPUT, "cannot resolve %s: %s", path, strerror(errno));
     if (!realpath(dir, d)) return sl_fail(SL_EINPUT, "cannot resolve the folder %s: %s", dir, strerror(errno));
-    /* Longest common prefix that ends at a component boundary. */
-    size_t i = 0, common = 0;
-    while (a[i] && a[i] == d[i]) {
-        i++;
-        if (a[i] == '/' || (a[i] == 0 && d[i] == 0)) common = i;
+    /* The longest common prefix that ends at a component boundary in both: common is the index of
+     * the '/' (or the end) that closes it; 0 means only the root is shared. */
+    size_t i = 0, common;
+    while (a[i] && a[i] == d[i]) i++;
+    if ((a[i] == '/' || a[i] == 0) && (d[i] == '/' || d[i] == 0)) {
+        common = i;
+    } else { /* back to the last '/' of the shared prefix a[0, i) */
+        common = i > 0 ? i - 1 : 0;
+        while (common > 0 && a[common] != '/') common--;
     }
-    if (d[i] == 0 && a[i] == '/') common = i;
     if (strlen(d) == 1) common = 0; /* the notebook sits in "/": keep the absolute path */
     if (common == 0) {
         if ((size_t)snprintf(buf, n, "%s", a) >= n) return sl_fail(SL_EINPUT, "path too long: %s", a);
@@ -907,6 +910,16 @@ int sl_notebook_write(const sl_notebook_config *cfg, sl_notebook_result *res)
         unlink(tmp);
         if (err == EEXIST) return sl_fail(SL_EINPUT, "out: %s exists; give --force to replace it", cfg->out);
         return sl_fail(SL_EINPUT, "out: cannot rename %s to %s: %s", tmp, cfg->out, strerror(err));
+    }
+    /* The rename itself is made durable by syncing the folder (best effort). */
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", cfg->out);
+    char *slash = strrchr(dir, '/');
+    if (slash) slash == dir ? (void)(slash[1] = 0) : (void)(*slash = 0);
+    int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
     }
     if (res) {
         res->n_cells = n_cells;
