@@ -61,7 +61,7 @@ def execute(nb_path, out_name, cwd):
     cmd = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
            "--ExecutePreprocessor.timeout=300", "--ExecutePreprocessor.kernel_name=python3",
            "--output", out_name, nb_path]
-    env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1", MPLBACKEND="Agg")
+    env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
     if p.returncode != 0:
         print(p.stderr[-3000:])
