@@ -459,6 +459,14 @@ int sl_notebook_relpath(const char *path, const char *dir, char *buf, size_t n)
 
 /* ---- the command that reproduces a log ---- */
 
+/* The shortest of %.15g and %.17g that reads back as x (0.95, not 0.94999999999999996). */
+static const char *shortest(double x, char *buf, size_t n)
+{
+    snprintf(buf, n, "%.15g", x);
+    if (strtod(buf, NULL) != x) snprintf(buf, n, "%.17g", x);
+    return buf;
+}
+
 /* Appends " --flag value" to the command, single-quoting the value when the shell would split it. */
 static void arg(FILE *f, const char *flag, const char *fmt, ...)
 {
@@ -483,10 +491,11 @@ static void arg(FILE *f, const char *flag, const char *fmt, ...)
 
 static void sampling_args(FILE *f, const sl_log_meta *m)
 {
-    arg(f, "--temperature", "%.17g", m->sampling.temperature);
+    char num[32];
+    arg(f, "--temperature", "%s", shortest(m->sampling.temperature, num, sizeof num));
     arg(f, "--top-k", "%zu", m->sampling.top_k);
-    arg(f, "--top-p", "%.17g", m->sampling.top_p);
-    arg(f, "--min-p", "%.17g", m->sampling.min_p);
+    arg(f, "--top-p", "%s", shortest(m->sampling.top_p, num, sizeof num));
+    arg(f, "--min-p", "%s", shortest(m->sampling.min_p, num, sizeof num));
     if (m->eos >= 0) arg(f, "--eos", "%lld", (long long)m->eos);
     arg(f, "--seed", "%llu", (unsigned long long)m->seed);
 }
@@ -494,7 +503,7 @@ static void sampling_args(FILE *f, const sl_log_meta *m)
 int sl_notebook_command(const sl_log_meta *m, size_t n_sequences, size_t prompt_len, const char *out_name, char *buf,
                         size_t n)
 {
-    char *text = NULL;
+    char *text = NULL, num[32];
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return snprintf(buf, n, "%s", "");
@@ -508,8 +517,8 @@ int sl_notebook_command(const sl_log_meta *m, size_t n_sequences, size_t prompt_
         fputs("speclab measure", f);
         arg(f, "--synthetic", "%s", family);
         arg(f, "--vocab", "%zu", vocab);
-        arg(f, "--noise", "%.17g", noise);
-        arg(f, "--draft-temperature", "%.17g", dtemp);
+        arg(f, "--noise", "%s", shortest(noise, num, sizeof num));
+        arg(f, "--draft-temperature", "%s", shortest(dtemp, num, sizeof num));
         arg(f, "--context", "%zu", context);
         arg(f, "--sequences", "%zu", n_sequences);
         if (prompt_len) arg(f, "--prompt-len", "%zu", prompt_len);
@@ -526,7 +535,7 @@ int sl_notebook_command(const sl_log_meta *m, size_t n_sequences, size_t prompt_
         arg(f, "--max-prompts", "%zu", n_sequences / 2);
         arg(f, "--gamma", "%llu", (unsigned long long)m->gamma);
         arg(f, "--rule", "%s", m->rule);
-        if (strncmp(m->rule, "lenient", 7) == 0) arg(f, "--lenience", "%.17g", m->lenience);
+        if (strncmp(m->rule, "lenient", 7) == 0) arg(f, "--lenience", "%s", shortest(m->lenience, num, sizeof num));
     }
     arg(f, "--tokens", "%llu", (unsigned long long)m->tokens_per_sequence);
     sampling_args(f, m);
@@ -683,7 +692,7 @@ static void settings_cells(nb_cells *c, const sl_notebook_config *cfg, const log
              "where the export could make them so, else absolute: edit them if you move the files. The other settings "
              "are speclab analyze's defaults (`--gamma-max`, `--boot`, `--ci`, `--seed`); keep them equal to compare "
              "with its output.");
-    char *text = NULL, lit[PATH_MAX + 64];
+    char *text = NULL, lit[PATH_MAX + 64], num[32];
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return;
@@ -692,13 +701,14 @@ static void settings_cells(nb_cells *c, const sl_notebook_config *cfg, const log
     fprintf(f, "]\n"
                "GAMMA_MAX = %zu  # gamma = 1..GAMMA_MAX (replay windows are GAMMA_MAX long, as in speclab analyze)\n"
                "N_BOOT = %zu  # bootstrap resamples of whole sequences\n"
-               "CI_LEVEL = %.17g\n"
+               "CI_LEVEL = %s\n"
                "SEED = %llu  # numpy's RNG: the same numbers on every run (not speclab's RNG: the CI bounds differ)\n"
                "HIST_BINS = %zu  # beta histogram bins on [0, 1]\n"
                "LENIENCE = [0.1 * k for k in range(1, 11)]  # speclab analyze's default grid\n"
                "COSTS = [0.0, 0.01, 0.05, 0.1]  # c, draft step / target step\n"
                "RESULTS = [None] * len(LOGS)\n",
-            cfg->gamma_max, cfg->n_boot, cfg->ci_level, (unsigned long long)cfg->seed, cfg->n_hist_bins);
+            cfg->gamma_max, cfg->n_boot, shortest(cfg->ci_level, num, sizeof num), (unsigned long long)cfg->seed,
+            cfg->n_hist_bins);
     fclose(f);
     add_cell(c, "code", text);
     free(text);
@@ -707,8 +717,6 @@ static void settings_cells(nb_cells *c, const sl_notebook_config *cfg, const log
 static void log_cells(nb_cells *c, size_t i, const log_info *l)
 {
     const sl_log_meta *m = &l->meta;
-    char cmd[4096];
-    sl_notebook_command(m, l->n_sequences, l->prompt_len, base_name(l->path), cmd, sizeof cmd);
     const char *tool = m->kind == SL_LOG_RUN ? "speclab run" : "speclab measure";
     int run = m->kind == SL_LOG_RUN;
     cellf(c, "markdown",
@@ -721,7 +729,7 @@ static void log_cells(nb_cells *c, size_t i, const log_info *l)
           "between positions of one text. `speclab analyze` computes the same α and uses the same method with its own "
           "random streams, so its bounds differ from these by Monte Carlo error only.%s",
           i + 1, l->stored, tool, run ? "drafted token" : "generated position", run ? "drafted tokens" : "positions",
-          l->has_dists ? " With full distributions the notebook also recomputes β from p and q (float32 sums)." : "");
+          l->has_dists ? " With full distributions the notebook also recomputes β from p and q (the stored floats summed in double)." : "");
     cellf(c, "code", "r = RESULTS[%zu] = analyze_log(LOGS[%zu])\nshow_alpha(r)", i, i);
     cellf(c, "markdown",
           "### Log %zu: the β histogram\n\nThe number of %s whose β falls in each of `HIST_BINS` equal bins of [0, 1] "
