@@ -5,7 +5,8 @@ CC ?= cc
 BUILD ?= build
 
 DEB_PKGS = build-essential pkg-config libgsl-dev libopenblas-dev libhdf5-dev libcriterion-dev \
-           libjson-c-dev libpcre2-dev gnuplot-nox python3 python3-numpy python3-scipy python3-h5py
+           libjson-c-dev libpcre2-dev gnuplot-nox python3 python3-numpy python3-scipy python3-h5py \
+           python3-nbformat python3-nbclient python3-ipykernel jupyter-nbconvert python3-matplotlib
 
 PKGS = gsl openblas hdf5 json-c libpcre2-8
 # analysis/sl_log: raw HDF5 chunks inflated by libdeflate, sha256 of model files by nettle.
