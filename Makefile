@@ -47,7 +47,7 @@ LIB = $(BUILD)/libspeclab.a
 BIN = $(BUILD)/speclab
 TEST_BIN = $(BUILD)/test_speclab
 
-.PHONY: all deps test bench demo clean cuda
+.PHONY: all deps test bench demo figures clean cuda
 all: $(BIN)
 
 deps:
@@ -97,6 +97,11 @@ bench: deps
 demo: deps
 	@$(MAKE) --no-print-directory $(BIN)
 	@SPECLAB=$(BIN) bash sim/demo.sh
+
+# The example figures in plots/examples/ (shown in the README).
+figures: deps
+	@$(MAKE) --no-print-directory $(BIN)
+	@SPECLAB=$(BIN) bash plots/make_figures.sh
 
 # The trainer's GPU backend (models/train/sl_train_gpu.h): the same source as the cuda-emu build in
 # libspeclab, compiled by nvcc into a library that `speclab train --backend cuda` loads from beside
