@@ -114,33 +114,13 @@ void sl_model_info_free(sl_model_info *info)
     memset(info, 0, sizeof *info);
 }
 
-static int read_text_file(const char *path, char **out)
-{
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return sl_fail(SL_EINPUT, "tokenizer_json: cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? sl_malloc((size_t)n + 1) : NULL;
-    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        fclose(f);
-        free(buf);
-        return sl_fail(SL_EINPUT, "tokenizer_json: cannot read %s", path);
-    }
-    fclose(f);
-    buf[n] = 0;
-    *out = buf;
-    return SL_OK;
-}
-
 int sl_model_init_file(const sl_model_init_cfg *c)
 {
     sl_model_config cfg;
     int rc = sl_model_config_parse(c->config_json, c->arch, "config", &cfg);
     if (rc) return rc;
     char *tok = NULL;
-    if (c->tokenizer_path && (rc = read_text_file(c->tokenizer_path, &tok))) return rc;
+    if (c->tokenizer_path && (rc = sl_read_file(c->tokenizer_path, "tokenizer_json", &tok, NULL))) return rc;
     if (tok) {
         sl_tok *t;
         if ((rc = sl_tok_from_json(tok, &t))) {

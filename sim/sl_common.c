@@ -181,3 +181,22 @@ void sl_atomic_abort(sl_atomic_file *af)
     free(af->tmp_path);
     memset(af, 0, sizeof *af);
 }
+
+int sl_read_file(const char *path, const char *what, char **out, size_t *len)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return sl_fail(SL_EINPUT, "%s: cannot open %s: %s", what, path, strerror(errno));
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    char *buf = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? sl_malloc((size_t)n + 1) : NULL;
+    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(buf);
+        return sl_fail(SL_EINPUT, "%s: cannot read %s", what, path);
+    }
+    fclose(f);
+    buf[n] = 0;
+    *out = buf;
+    if (len) *len = (size_t)n;
+    return SL_OK;
+}

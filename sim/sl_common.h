@@ -38,6 +38,9 @@ void *sl_malloc(size_t bytes);
 void *sl_calloc(size_t n, size_t size);
 /* 64-byte aligned (a cache line: a 512-bit load from it never spans two lines); free() frees it. */
 void *sl_malloc_aligned(size_t bytes);
+/* Reads a whole file into a NUL-terminated buffer (*out, free()); *len (may be NULL) gets its size.
+ * SL_EINPUT with "what: cannot open PATH: reason" or "what: cannot read PATH" on failure. */
+int sl_read_file(const char *path, const char *what, char **out, size_t *len);
 
 /* ---- random streams ---- */
 

@@ -136,3 +136,23 @@ Test(cli, registry_parses_groups_ranges_and_positionals)
     char *badrule[] = {"toy", "--out", "x", "--rule", "nope", NULL};
     cr_assert_eq(toy_parse(&o, &c, 5, badrule, 1), SL_EINPUT);
 }
+
+/* A list option is repeatable, and plain arguments right after its value join it; elsewhere they
+ * are positional arguments. */
+Test(cli, list_option_collects_values_and_following_arguments)
+{
+    sl_cli c;
+    sl_cli_list files = {0};
+    const char *out = NULL;
+    sl_cli_init(&c, "toy", "--corpus FILE [FILE ...]", "");
+    sl_cli_list_opt(&c, "corpus", "FILE", &files, "corpus files");
+    sl_cli_string(&c, "out", "FILE", &out, "output");
+    char *argv[] = {"toy", "lead.txt", "--corpus", "a", "b", "--out", "o", "p", "--corpus=c", "d", NULL};
+    cr_assert_eq(sl_cli_parse(&c, 10, argv, 2), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(files.n, 4);
+    cr_assert(!strcmp(files.v[0], "a") && !strcmp(files.v[1], "b") && !strcmp(files.v[2], "c") && !strcmp(files.v[3], "d"));
+    cr_assert(c.n_pos == 2 && !strcmp(c.pos[0], "lead.txt") && !strcmp(c.pos[1], "p"));
+    cr_assert_str_eq(out, "o");
+    sl_cli_list_free(&files);
+    cr_assert_null(files.v);
+}

@@ -91,25 +91,6 @@ static void code_revision(char *buf, size_t n)
     snprintf(buf, n, "%s%s", line, dirty ? "-dirty" : "");
 }
 
-static int read_text_file(const char *path, char **out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return sl_fail(SL_EINPUT, "cannot read %s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = n >= 0 ? sl_malloc((size_t)n + 1) : NULL;
-    if (!s || fread(s, 1, (size_t)n, f) != (size_t)n) {
-        fclose(f);
-        free(s);
-        return sl_fail(SL_EINPUT, "cannot read %s", path);
-    }
-    fclose(f);
-    s[n] = 0;
-    *out = s;
-    return SL_OK;
-}
-
 /* Fails early, before any training, if path cannot be written. */
 static int check_writable(const char *path)
 {
@@ -329,7 +310,7 @@ int sl_train_run(const sl_train_run_opts *o)
     if (o->tokenizer_path) {
         free(tokenizer);
         tokenizer = NULL;
-        if ((rc = read_text_file(o->tokenizer_path, &tokenizer))) goto done;
+        if ((rc = sl_read_file(o->tokenizer_path, "tokenizer", &tokenizer, NULL))) goto done;
         struct json_object *tj = json_tokener_parse(tokenizer);
         int ok = tj && json_object_is_type(tj, json_type_object);
         if (tj) json_object_put(tj);

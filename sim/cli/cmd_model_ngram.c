@@ -16,37 +16,15 @@ int sl_cmd_model_ngram(int argc, char **argv);
 int sl_cmd_model_lookup(int argc, char **argv);
 int sl_cmd_model_info_ngram(const sl_model_info *in, sl_format fmt);
 
-/* --train may be repeated; plain arguments right after one are more training files. */
-typedef struct {
-    const char **files; /* (n) */
-    size_t n;
-} file_list;
-
-static int add_file(const char *flag, const char *arg, void *dst)
-{
-    (void)flag;
-    file_list *l = dst;
-    l->files[l->n++] = arg;
-    return SL_OK;
-}
-
 static int parse_smoothing(const char *flag, const char *arg, void *dst)
 {
     (void)flag;
     return sl_ngram_smoothing_parse(arg, dst);
 }
 
-/* Whether the plain argument argv[k] continues a run of them that starts right after --train. */
-static int follows_train(char **argv, int k)
-{
-    while (k > 1 && argv[k - 1][0] != '-') k--;
-    return k > 1 && (!strcmp(argv[k - 1], "--train") || !strncmp(argv[k - 1], "--train=", 8));
-}
-
 int sl_cmd_model_ngram(int argc, char **argv)
 {
-    file_list train = {calloc((size_t)argc + 1, sizeof(const char *)), 0};
-    if (!train.files) return sl_fail(SL_EFAIL, "out of memory");
+    sl_cli_list train = {0};
     sl_ngram_build_cfg cfg = {.opts = {0, SL_NGRAM_KN, 1.0, 0.0}};
     static sl_cli c; /* static: main maps a failed quantity to its flag through it after we return */
     sl_cli_init(&c, "model ngram",
@@ -59,7 +37,7 @@ int sl_cmd_model_ngram(int argc, char **argv)
                 "defaults to n1 / (n1 + 2 n2). The token files' vocabulary must be the tokenizer's (TOK: a\n"
                 "tokenizer JSON or a model file that carries one); the tokenizer is embedded in the output.\n"
                 "--vocab V instead: no tokenizer, the token files must have vocab_size V.\n");
-    sl_cli_custom(&c, "train", "FILE.tok", &train, add_file, "a token file (repeatable; more files may follow)");
+    sl_cli_list_opt(&c, "train", "FILE.tok", &train, "a token file (repeatable; more files may follow)");
     sl_cli_int(&c, "order", "N", &cfg.opts.order, 1, 2, "1 (unigram) or 2 (bigram)");
     sl_cli_string(&c, "tokenizer", "TOK", &cfg.tokenizer, "the token files' tokenizer, embedded in the output");
     sl_cli_size(&c, "vocab", "V", &cfg.vocab_size, 2, INT32_MAX, "instead of --tokenizer: the token files' vocab_size");
@@ -67,17 +45,11 @@ int sl_cmd_model_ngram(int argc, char **argv)
     sl_cli_custom(&c, "smoothing", "S", &cfg.opts.smoothing, parse_smoothing, "addk (order 1), absdisc or kn (order 2)");
     sl_cli_dbl(&c, "add-k", "K", &cfg.opts.add_k, 0, 1e9, SL_OPT_LO_OPEN, "k of the add-k unigram (default 1)");
     sl_cli_dbl(&c, "discount", "D", &cfg.opts.discount, 0, 1, SL_OPT_LO_OPEN, "bigram discount (default n1 / (n1 + 2 n2))");
-    int rc = sl_cli_parse(&c, argc, argv, SL_CLI_MAX_POS);
-    for (size_t i = 0; !rc && i < c.n_pos; i++) {
-        int k = 1;
-        while (k < argc && argv[k] != c.pos[i]) k++;
-        if (!follows_train(argv, k)) rc = sl_fail(SL_EINPUT, "unexpected argument '%s'", c.pos[i]);
-        else train.files[train.n++] = c.pos[i];
-    }
+    int rc = sl_cli_parse(&c, argc, argv, 0);
     if (!rc && (!train.n || !cfg.opts.order || !cfg.out_path || !cfg.tokenizer == !cfg.vocab_size))
         rc = sl_fail(SL_EINPUT, "model ngram needs --train, --order, --out and one of --tokenizer and --vocab");
     if (!rc && !sl_cli_given(&c, "smoothing")) cfg.opts.smoothing = sl_ngram_smoothing_default(cfg.opts.order);
-    cfg.train = train.files;
+    cfg.train = train.v;
     cfg.n_train = train.n;
     sl_ngram *m = NULL;
     if (!rc) rc = sl_ngram_build(&cfg, &m);
@@ -88,7 +60,7 @@ int sl_cmd_model_ngram(int argc, char **argv)
         printf("order 1, smoothing addk (k = %g), %llu tokens -> %s\n", m->add_k, (unsigned long long)m->n_tokens,
                cfg.out_path);
     sl_ngram_free(m);
-    free(train.files);
+    sl_cli_list_free(&train);
     return rc < 0 ? 0 : rc;
 }
 

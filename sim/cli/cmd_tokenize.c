@@ -31,43 +31,27 @@ static void usage(FILE *f)
             "--gpt2 DIR instead of --tokenizer loads GPT-2's own DIR/encoder.json and DIR/vocab.bpe.\n");
 }
 
-/* --corpus may be repeated; the files after one --corpus arrive as positional arguments. */
-typedef struct {
-    const char **files; /* (n) */
-    size_t n;
-} file_list;
-
-static int add_file(const char *flag, const char *arg, void *dst)
-{
-    (void)flag;
-    file_list *l = dst;
-    l->files[l->n++] = arg;
-    return SL_OK;
-}
-
 static int cmd_train(int argc, char **argv)
 {
     sl_tok_train_files_cfg cfg = {.min_count = 2, .verbose = sl_cli_progress_enabled()};
     const char *out = NULL;
-    file_list corpus = {calloc((size_t)argc + 1, sizeof(const char *)), 0};
-    if (!corpus.files) return sl_fail(SL_EFAIL, "out of memory");
+    sl_cli_list corpus = {0};
     static sl_cli c; /* static: main maps a failed quantity to its flag through it after we return */
     sl_cli_init(&c, "tokenize train", "--corpus FILE [FILE...] --vocab-size N --out tokenizer.json [--min-count C]",
                 "Learns byte-level BPE merges on the corpus files (UTF-8 text; <|endoftext|> separates\n"
                 "documents). Vocabulary: 256 bytes, N-257 merges, <|endoftext|>. Deterministic: ties\n"
                 "between equally frequent pairs go to the smaller (left id, right id).\n");
-    sl_cli_custom(&c, "corpus", "FILE", &corpus, add_file, "a UTF-8 corpus file (repeatable; more files may follow)");
+    sl_cli_list_opt(&c, "corpus", "FILE", &corpus, "a UTF-8 corpus file (repeatable; more files may follow)");
     sl_cli_size(&c, "vocab-size", "N", &cfg.vocab_size, 257, (size_t)1 << 24, "vocabulary size, in [257, 2^24]");
     c.opt[c.n - 1].flags |= SL_OPT_REQUIRED;
     sl_cli_string(&c, "out", "FILE", &out, "the tokenizer JSON written here");
     c.opt[c.n - 1].flags |= SL_OPT_REQUIRED;
     sl_cli_add(&c, (sl_opt){.name = "min-count", .metavar = "C", .kind = SL_OPT_U64, .dst = &cfg.min_count,
                             .help = "smallest pair count worth a merge, >= 1 (default 2)"});
-    int rc = sl_cli_parse(&c, argc, argv, SL_CLI_MAX_POS);
-    for (size_t i = 0; rc == SL_OK && i < c.n_pos; i++) corpus.files[corpus.n++] = c.pos[i];
+    int rc = sl_cli_parse(&c, argc, argv, 0);
     if (!rc && cfg.min_count < 1) rc = sl_fail(SL_EINPUT, "--min-count: 0 is below 1");
     if (!rc && !corpus.n) rc = sl_fail(SL_EINPUT, "--corpus: no corpus file given");
-    cfg.corpus = corpus.files;
+    cfg.corpus = corpus.v;
     cfg.n_corpus = corpus.n;
     sl_tok_train_files_result res = {0};
     if (!rc) rc = sl_tok_train_files(&cfg, &res);
@@ -76,7 +60,7 @@ static int cmd_train(int argc, char **argv)
                sl_tok_vocab_size(res.tok), res.corpus_bytes, res.train_s);
     if (!rc) rc = sl_tok_save(res.tok, out);
     sl_tok_train_files_result_free(&res);
-    free(corpus.files);
+    sl_cli_list_free(&corpus);
     return rc < 0 ? 0 : rc;
 }
 

@@ -188,6 +188,26 @@ void sl_cli_custom(sl_cli *c, const char *name, const char *metavar, void *dst,
                            .help = help});
 }
 
+void sl_cli_list_opt(sl_cli *c, const char *name, const char *metavar, sl_cli_list *dst, const char *help)
+{
+    sl_cli_add(c, (sl_opt){.name = name, .metavar = metavar, .kind = SL_OPT_LIST, .dst = dst, .help = help});
+}
+
+void sl_cli_list_free(sl_cli_list *l)
+{
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+/* Appends arg to l, which has room for every argument of the command line (argc values). */
+static int list_add(sl_cli_list *l, const char *arg, int argc)
+{
+    if (!l->v && !(l->v = sl_calloc((size_t)argc + 1, sizeof *l->v))) return SL_EFAIL;
+    l->v[l->n++] = arg;
+    return SL_OK;
+}
+
 static int parse_rule(const char *flag, const char *arg, void *dst)
 {
     (void)flag;
@@ -256,6 +276,7 @@ static int set_value(sl_opt *o, const char *arg)
     case SL_OPT_U64: return sl_cli_u64(flag, arg, (uint64_t *)o->dst);
     case SL_OPT_FORMAT: return sl_format_parse(arg, (sl_format *)o->dst);
     case SL_OPT_CUSTOM: return o->parse(flag, arg, o->dst);
+    case SL_OPT_LIST: break; /* appended by sl_cli_parse, which knows argc */
     }
     return sl_fail(SL_EFAIL, "%s: unknown option kind", flag);
 }
@@ -284,6 +305,7 @@ int sl_cli_parse(sl_cli *c, int argc, char **argv, size_t max_pos)
     optind = 1;
     opterr = 0;
     int ch, rc;
+    sl_opt *list = NULL; /* the list option whose values plain arguments continue, if any */
     /* "-": positional arguments come back in order as code 1, so they may stand anywhere. */
     while ((ch = getopt_long(argc, argv, "-h", lo, NULL)) != -1) {
         if (ch == 'h') {
@@ -291,9 +313,12 @@ int sl_cli_parse(sl_cli *c, int argc, char **argv, size_t max_pos)
             return -1;
         }
         if (ch == 1) {
-            if ((rc = add_pos(c, optarg, max_pos))) return rc;
+            if (list) rc = list_add(list->dst, optarg, argc);
+            else rc = add_pos(c, optarg, max_pos);
+            if (rc) return rc;
             continue;
         }
+        list = NULL;
         if (ch < 256 || ch >= 256 + (int)c->n) {
             const char *bad = argv[optind - 1];
             if (ch == '?' && optopt >= 256)
@@ -304,7 +329,11 @@ int sl_cli_parse(sl_cli *c, int argc, char **argv, size_t max_pos)
             return sl_fail(SL_EINPUT, "unknown option '%s' (see speclab %s --help)", bad, c->command);
         }
         sl_opt *o = &c->opt[ch - 256];
-        if ((rc = set_value(o, optarg))) return rc;
+        if (o->kind == SL_OPT_LIST) {
+            if ((rc = list_add(o->dst, optarg, argc))) return rc;
+            list = o;
+        } else if ((rc = set_value(o, optarg)))
+            return rc;
         o->seen = 1;
     }
     for (; optind < argc; optind++) /* after "--" */

@@ -39,8 +39,17 @@ typedef enum {
     SL_OPT_DOUBLE, /* *(double *)dst, finite, checked against [lo, hi] (open ends by flags) */
     SL_OPT_U64,    /* *(uint64_t *)dst, non-negative (seeds) */
     SL_OPT_FORMAT, /* *(sl_format *)dst: table | csv | json */
-    SL_OPT_CUSTOM  /* parse(flag, arg, dst) */
+    SL_OPT_CUSTOM, /* parse(flag, arg, dst) */
+    SL_OPT_LIST    /* *(sl_cli_list *)dst: repeatable; plain arguments right after its value join it */
 } sl_opt_kind;
+
+/* The values of a list option ("--corpus a.txt b.txt --corpus c.txt"), in order; v points into
+ * argv and is owned by the list (sl_cli_list_free). */
+typedef struct {
+    const char **v; /* (n) */
+    size_t n;
+} sl_cli_list;
+void sl_cli_list_free(sl_cli_list *l);
 
 enum {
     SL_OPT_REQUIRED = 1, /* the command refuses to run without it */
@@ -87,6 +96,8 @@ void sl_cli_dbl(sl_cli *c, const char *name, const char *metavar, double *dst, d
                 const char *help);
 void sl_cli_custom(sl_cli *c, const char *name, const char *metavar, void *dst,
                    int (*parse)(const char *flag, const char *arg, void *dst), const char *help);
+
+void sl_cli_list_opt(sl_cli *c, const char *name, const char *metavar, sl_cli_list *dst, const char *help);
 
 /* ---- shared groups ---- */
 /* --temperature --top-k --top-p --min-p into s (which keeps its defaults when not given). */
