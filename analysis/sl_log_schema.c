@@ -146,7 +146,7 @@ int sl_log_dist_parse(const char *s, sl_log_dist *out)
     if (!strcmp(s, "none") || !strcmp(s, "beta")) *out = SL_LOG_DIST_NONE;
     else if (!strcmp(s, "float32") || !strcmp(s, "f32")) *out = SL_LOG_DIST_F32;
     else if (!strcmp(s, "float16") || !strcmp(s, "f16")) *out = SL_LOG_DIST_F16;
-    else return sl_fail(SL_EINPUT, "--dist: '%s' is not one of none, float32, float16", s);
+    else return sl_fail(SL_EINPUT, "dist: '%s' is not one of none, float32, float16", s);
     return SL_OK;
 }
 

@@ -354,7 +354,7 @@ int sl_log_writer_open(sl_log_writer **out, const char *path, const sl_log_meta 
     sl_log_h5_quiet();
     *out = NULL;
     if (meta->vocab_size < 2) return sl_fail(SL_EINPUT, "vocabulary size %llu: expected >= 2", (unsigned long long)meta->vocab_size);
-    if (meta->shard_sequences < 1) return sl_fail(SL_EINPUT, "--shard-sequences: expected >= 1");
+    if (meta->shard_sequences < 1) return sl_fail(SL_EINPUT, "shard_sequences: expected >= 1");
     sl_log_writer *w = calloc(1, sizeof *w);
     if (!w) return sl_fail(SL_EFAIL, "out of memory");
     w->meta = *meta;

@@ -14,13 +14,13 @@
 
 static void summary_row(sl_table *t, const char *q, double m, double lo, double hi, double th, double th_iid)
 {
-    sl_table_add_row(t);
-    sl_table_set_string(t, 0, q);
-    sl_table_set_double(t, 1, m);
-    sl_table_set_double(t, 2, lo);
-    sl_table_set_double(t, 3, hi);
-    sl_table_set_double(t, 4, th);
-    sl_table_set_double(t, 5, th_iid);
+    sl_table_row(t);
+    sl_table_sets(t, "quantity", q);
+    sl_table_setd(t, "measured", m);
+    sl_table_setd(t, "ci_lo", lo);
+    sl_table_setd(t, "ci_hi", hi);
+    sl_table_setd(t, "theory", th);
+    sl_table_setd(t, "theory_iid", th_iid);
 }
 
 int sl_mc_report(const sl_mc_plan *pl, const sl_mc_result *res, const sl_mc_prediction *pred,
@@ -37,18 +37,18 @@ int sl_mc_report(const sl_mc_plan *pl, const sl_mc_result *res, const sl_mc_pred
         tot_reached += res->reached_at[i];
         tot_acc += res->accepted_at[i];
     }
-    sl_table *sum = sl_table_alloc("summary"), *pos = sl_table_alloc("acceptance_by_position"),
-             *hist = sl_table_alloc("tokens_per_iteration"), *fit = sl_table_alloc("goodness_of_fit");
-    if (!sum || !pos || !hist || !fit) {
-        sl_table_free(sum);
-        sl_table_free(pos);
-        sl_table_free(hist);
-        sl_table_free(fit);
-        return SL_EFAIL;
-    }
-    const char *cols[] = {"measured", "ci_lo", "ci_hi", "theory", "theory_iid"};
-    sl_table_add_col(sum, "quantity", SL_COL_STRING, NULL);
-    for (int c = 0; c < 5; c++) sl_table_add_col(sum, cols[c], SL_COL_DOUBLE, "%.6f");
+    static const sl_colspec sum_cols[] = {SL_COL_S("quantity"), SL_COL_D("measured", "%.6f"), SL_COL_D("ci_lo", "%.6f"),
+                                          SL_COL_D("ci_hi", "%.6f"), SL_COL_D("theory", "%.6f"),
+                                          SL_COL_D("theory_iid", "%.6f")};
+    static const sl_colspec pos_cols[] = {SL_COL_I("position"), SL_COL_I("reached"), SL_COL_I("accepted"),
+                                          SL_COL_D("acceptance", "%.6f"), SL_COL_D("ci_lo", "%.6f"),
+                                          SL_COL_D("ci_hi", "%.6f"), SL_COL_D("theory", "%.6f")};
+    static const sl_colspec hist_cols[] = {SL_COL_I("tokens"), SL_COL_I("count"), SL_COL_D("frequency", "%.6f"),
+                                           SL_COL_D("pmf", "%.6f"), SL_COL_D("pmf_iid", "%.6f")};
+    static const sl_colspec fit_cols[] = {SL_COL_S("test"), SL_COL_S("against"), SL_COL_D("statistic", "%.4f"),
+                                          SL_COL_I("df"), SL_COL_D("p_value", "%.4g")};
+    sl_table *sum = SL_TABLE_NEW("summary", sum_cols), *pos = SL_TABLE_NEW("acceptance_by_position", pos_cols),
+             *hist = SL_TABLE_NEW("tokens_per_iteration", hist_cols), *fit = SL_TABLE_NEW("goodness_of_fit", fit_cols);
 
     double lo, hi;
     if (tot_reached > 0) sl_stats_wilson(tot_acc, tot_reached, a, &lo, &hi);
@@ -75,48 +75,31 @@ int sl_mc_report(const sl_mc_plan *pl, const sl_mc_result *res, const sl_mc_pred
     summary_row(sum, "target_calls", (double)res->target_calls, NAN, NAN, N, NAN);
     summary_row(sum, "tokens", (double)res->tokens, NAN, NAN, N * pred->expected_tokens, N * pred->expected_tokens_iid);
 
-    sl_table_add_col(pos, "position", SL_COL_INT, NULL);
-    sl_table_add_col(pos, "reached", SL_COL_INT, NULL);
-    sl_table_add_col(pos, "accepted", SL_COL_INT, NULL);
-    sl_table_add_col(pos, "acceptance", SL_COL_DOUBLE, "%.6f");
-    sl_table_add_col(pos, "ci_lo", SL_COL_DOUBLE, "%.6f");
-    sl_table_add_col(pos, "ci_hi", SL_COL_DOUBLE, "%.6f");
-    sl_table_add_col(pos, "theory", SL_COL_DOUBLE, "%.6f");
     for (size_t i = 0; i < gamma; i++) {
-        sl_table_add_row(pos);
-        sl_table_set_int(pos, 0, (int64_t)i + 1);
-        sl_table_set_int(pos, 1, (int64_t)res->reached_at[i]);
-        sl_table_set_int(pos, 2, (int64_t)res->accepted_at[i]);
+        sl_table_row(pos);
+        sl_table_seti(pos, "position", (int64_t)i + 1);
+        sl_table_seti(pos, "reached", (int64_t)res->reached_at[i]);
+        sl_table_seti(pos, "accepted", (int64_t)res->accepted_at[i]);
         if (res->reached_at[i] > 0) {
             sl_stats_wilson(res->accepted_at[i], res->reached_at[i], a, &lo, &hi);
-            sl_table_set_double(pos, 3, (double)res->accepted_at[i] / (double)res->reached_at[i]);
-            sl_table_set_double(pos, 4, lo);
-            sl_table_set_double(pos, 5, hi);
+            sl_table_setd(pos, "acceptance", (double)res->accepted_at[i] / (double)res->reached_at[i]);
+            sl_table_setd(pos, "ci_lo", lo);
+            sl_table_setd(pos, "ci_hi", hi);
         }
-        sl_table_set_double(pos, 6, pred->beta[i]);
+        sl_table_setd(pos, "theory", pred->beta[i]);
     }
 
-    sl_table_add_col(hist, "tokens", SL_COL_INT, NULL);
-    sl_table_add_col(hist, "count", SL_COL_INT, NULL);
-    sl_table_add_col(hist, "frequency", SL_COL_DOUBLE, "%.6f");
-    sl_table_add_col(hist, "pmf", SL_COL_DOUBLE, "%.6f");
-    sl_table_add_col(hist, "pmf_iid", SL_COL_DOUBLE, "%.6f");
     uint64_t counts[SL_SPEC_GAMMA_MAX + 1];
     for (size_t k = 1; k <= gamma + 1; k++) {
         counts[k - 1] = res->hist[k];
-        sl_table_add_row(hist);
-        sl_table_set_int(hist, 0, (int64_t)k);
-        sl_table_set_int(hist, 1, (int64_t)res->hist[k]);
-        sl_table_set_double(hist, 2, (double)res->hist[k] / N);
-        sl_table_set_double(hist, 3, pred->pmf[k]);
-        sl_table_set_double(hist, 4, pred->pmf_iid[k]);
+        sl_table_row(hist);
+        sl_table_seti(hist, "tokens", (int64_t)k);
+        sl_table_seti(hist, "count", (int64_t)res->hist[k]);
+        sl_table_setd(hist, "frequency", (double)res->hist[k] / N);
+        sl_table_setd(hist, "pmf", pred->pmf[k]);
+        sl_table_setd(hist, "pmf_iid", pred->pmf_iid[k]);
     }
 
-    sl_table_add_col(fit, "test", SL_COL_STRING, NULL);
-    sl_table_add_col(fit, "against", SL_COL_STRING, NULL);
-    sl_table_add_col(fit, "statistic", SL_COL_DOUBLE, "%.4f");
-    sl_table_add_col(fit, "df", SL_COL_INT, NULL);
-    sl_table_add_col(fit, "p_value", SL_COL_DOUBLE, "%.4g");
     const double *against[2] = {pred->pmf + 1, pred->pmf_iid + 1};
     const char *names[2] = {"pmf", "pmf_iid"};
     for (int w = 0; w < 2; w++)
@@ -124,17 +107,21 @@ int sl_mc_report(const sl_mc_plan *pl, const sl_mc_result *res, const sl_mc_pred
             sl_gof g;
             int rc = sl_stats_gof(counts, against[w], gamma + 1, (sl_gof_kind)kind, &g);
             if (rc) continue;
-            sl_table_add_row(fit);
-            sl_table_set_string(fit, 0, kind == SL_GOF_PEARSON ? "pearson" : "g");
-            sl_table_set_string(fit, 1, names[w]);
-            sl_table_set_double(fit, 2, g.stat);
-            sl_table_set_int(fit, 3, (int64_t)g.df);
-            sl_table_set_double(fit, 4, g.p_value);
+            sl_table_row(fit);
+            sl_table_sets(fit, "test", kind == SL_GOF_PEARSON ? "pearson" : "g");
+            sl_table_sets(fit, "against", names[w]);
+            sl_table_setd(fit, "statistic", g.stat);
+            sl_table_seti(fit, "df", (int64_t)g.df);
+            sl_table_setd(fit, "p_value", g.p_value);
         }
-    tables[0] = sum;
-    tables[1] = pos;
-    tables[2] = hist;
-    tables[3] = fit;
-    *n_tables = 4;
-    return SL_OK;
+    /* One status per table covers every call on it above (sl_table.h: errors are sticky). */
+    sl_table *built[4] = {sum, pos, hist, fit};
+    int rc = SL_OK;
+    for (size_t i = 0; i < 4 && !rc; i++) rc = sl_table_status(built[i]);
+    for (size_t i = 0; i < 4; i++) {
+        if (rc) sl_table_free(built[i]);
+        else tables[i] = built[i];
+    }
+    if (!rc) *n_tables = 4;
+    return rc;
 }

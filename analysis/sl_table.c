@@ -27,7 +27,7 @@ static int fail_table(sl_table *t, int code)
 
 int sl_table_status(const sl_table *t) { return t ? t->status : SL_EFAIL; }
 
-sl_table *sl_table_alloc(const char *title)
+static sl_table *table_alloc(const char *title)
 {
     sl_table *t = sl_calloc(1, sizeof *t);
     if (!t) return NULL;
@@ -57,7 +57,7 @@ void sl_table_free(sl_table *t)
     free(t);
 }
 
-int sl_table_add_col(sl_table *t, const char *name, sl_coltype type, const char *text_fmt)
+static int add_col(sl_table *t, const char *name, sl_coltype type, const char *text_fmt)
 {
     if (!t) return SL_EFAIL;
     if (t->status) return t->status;
@@ -78,16 +78,16 @@ int sl_table_add_col(sl_table *t, const char *name, sl_coltype type, const char 
 
 sl_table *sl_table_new(const char *title, const sl_colspec *cols, size_t n_cols)
 {
-    sl_table *t = sl_table_alloc(title);
+    sl_table *t = table_alloc(title);
     for (size_t c = 0; t && c < n_cols; c++)
-        if (sl_table_add_col(t, cols[c].name, cols[c].type, cols[c].text_fmt)) {
+        if (add_col(t, cols[c].name, cols[c].type, cols[c].text_fmt)) {
             sl_table_free(t);
             return NULL;
         }
     return t;
 }
 
-int sl_table_add_row(sl_table *t)
+int sl_table_row(sl_table *t)
 {
     if (!t) return SL_EFAIL;
     if (t->status) return t->status;
@@ -107,17 +107,16 @@ int sl_table_add_row(sl_table *t)
     return SL_OK;
 }
 
-int sl_table_row(sl_table *t) { return sl_table_add_row(t); }
-
-/* The cell of column col in the last row, or NULL with the table failed. */
-static sl_cell *last_cell(sl_table *t, size_t col, sl_coltype type, const char *name)
+/* The cell of column name in the last row, or NULL with the table failed. */
+static sl_cell *last_cell(sl_table *t, const char *name, sl_coltype type)
 {
     if (!t || t->status) return NULL;
-    if (col >= t->n_cols) {
-        if (name) TABLE_FAIL(t, SL_EFAIL, "table %s has no column %s", t->title, name);
-        else TABLE_FAIL(t, SL_EFAIL, "table %s has no column %zu", t->title, col);
+    long found = sl_table_col(t, name);
+    if (found < 0) {
+        TABLE_FAIL(t, SL_EFAIL, "table %s has no column %s", t->title, name);
         return NULL;
     }
+    size_t col = (size_t)found;
     if (t->n_rows == 0) {
         TABLE_FAIL(t, SL_EFAIL, "table %s: column %s set before any row", t->title, t->cols[col].name);
         return NULL;
@@ -127,12 +126,6 @@ static sl_cell *last_cell(sl_table *t, size_t col, sl_coltype type, const char *
         return NULL;
     }
     return &t->cells[(t->n_rows - 1) * t->n_cols + col];
-}
-
-static size_t named(const sl_table *t, const char *name)
-{
-    long c = t ? sl_table_col(t, name) : -1;
-    return c < 0 ? (size_t)-1 : (size_t)c;
 }
 
 static int put_double(sl_cell *c, double v)
@@ -157,39 +150,21 @@ static int put_string(sl_table *t, sl_cell *c, const char *s)
     return s && !c->v.s ? fail_table(t, SL_EFAIL) : SL_OK;
 }
 
-void sl_table_set_double(sl_table *t, size_t col, double v)
-{
-    sl_cell *c = last_cell(t, col, SL_COL_DOUBLE, NULL);
-    if (c) put_double(c, v);
-}
-
-void sl_table_set_int(sl_table *t, size_t col, int64_t v)
-{
-    sl_cell *c = last_cell(t, col, SL_COL_INT, NULL);
-    if (c) put_int(c, v);
-}
-
-int sl_table_set_string(sl_table *t, size_t col, const char *s)
-{
-    sl_cell *c = last_cell(t, col, SL_COL_STRING, NULL);
-    return c ? put_string(t, c, s) : sl_table_status(t);
-}
-
 int sl_table_setd(sl_table *t, const char *col, double v)
 {
-    sl_cell *c = last_cell(t, named(t, col), SL_COL_DOUBLE, col);
+    sl_cell *c = last_cell(t, col, SL_COL_DOUBLE);
     return c ? put_double(c, v) : sl_table_status(t);
 }
 
 int sl_table_seti(sl_table *t, const char *col, int64_t v)
 {
-    sl_cell *c = last_cell(t, named(t, col), SL_COL_INT, col);
+    sl_cell *c = last_cell(t, col, SL_COL_INT);
     return c ? put_int(c, v) : sl_table_status(t);
 }
 
 int sl_table_sets(sl_table *t, const char *col, const char *s)
 {
-    sl_cell *c = last_cell(t, named(t, col), SL_COL_STRING, col);
+    sl_cell *c = last_cell(t, col, SL_COL_STRING);
     return c ? put_string(t, c, s) : sl_table_status(t);
 }
 

@@ -93,15 +93,6 @@ const char *sl_table_gets(const sl_table *t, size_t row, const char *col);
 /* The table of a report with this title, or NULL. */
 sl_table *sl_report_find(sl_table *const *tables, size_t n, const char *title);
 
-/* ---- the older positional interface, kept while callers move to the named one ----
- * Same sticky status: a bad index or a set before any row fails the table. */
-sl_table *sl_table_alloc(const char *title);
-int sl_table_add_col(sl_table *t, const char *name, sl_coltype type, const char *text_fmt);
-int sl_table_add_row(sl_table *t);
-void sl_table_set_double(sl_table *t, size_t col, double v);
-void sl_table_set_int(sl_table *t, size_t col, int64_t v);
-int sl_table_set_string(sl_table *t, size_t col, const char *s);
-
 /* Writes one table: text (aligned, title line), CSV (header + rows) or JSON (array of objects);
  * a table whose status is set is refused with that code.
  * Doubles go out with 17 significant digits in CSV/JSON; null is empty in CSV, null in JSON. */

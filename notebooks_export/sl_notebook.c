@@ -882,7 +882,7 @@ int sl_notebook_write(const sl_notebook_config *cfg, sl_notebook_result *res)
         return sl_fail(SL_EINPUT, "out: %s does not end in .ipynb", cfg->out);
     struct stat st;
     if (!cfg->force && lstat(cfg->out, &st) == 0)
-        return sl_fail(SL_EINPUT, "out: %s exists; give --force to replace it", cfg->out);
+        return sl_fail(SL_EINPUT, "out: %s exists (replacing it needs force)", cfg->out);
     char *text = NULL;
     size_t n_cells = 0;
     int rc = sl_notebook_build(cfg, &text, &n_cells);
@@ -923,7 +923,7 @@ int sl_notebook_write(const sl_notebook_config *cfg, sl_notebook_result *res)
     if (moved != 0) {
         err = errno;
         unlink(tmp);
-        if (err == EEXIST) return sl_fail(SL_EINPUT, "out: %s exists; give --force to replace it", cfg->out);
+        if (err == EEXIST) return sl_fail(SL_EINPUT, "out: %s exists (replacing it needs force)", cfg->out);
         return sl_fail(SL_EINPUT, "out: cannot rename %s to %s: %s", tmp, cfg->out, strerror(err));
     }
     /* The rename itself is made durable by syncing the folder (best effort). */

@@ -393,7 +393,8 @@ int sl_plot_term_for(const char *path, int term_dumb, sl_plot_term *out)
         else dot = NULL;
         if (dot) return SL_OK;
     }
-    return sl_fail(SL_EINPUT, "out: '%s' does not end in .png, .svg or .pdf (or give --term dumb, or - for the terminal)",
+    return sl_fail(SL_EINPUT,
+                   "out: '%s' does not end in .png, .svg or .pdf (for text art, set term to dumb or give - for the terminal)",
                    path);
 }
 

@@ -292,7 +292,8 @@ int sl_plot_lenience(const sl_analyze_result *res, const char *const *names, siz
     int any_t0 = 0;
     for (size_t i = 0; i < n; i++) {
         if (!res[i].have_dists || res[i].n_len == 0)
-            return sl_fail(SL_EINPUT, "%s: the lenience curve needs full distributions (measure with --dist float32 or float16)",
+            return sl_fail(SL_EINPUT,
+                           "%s: the lenience curve needs full distributions (a log measured with dist float32 or float16)",
                            names[i]);
         any_t0 |= is_t0(&res[i]);
     }

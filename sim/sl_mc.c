@@ -78,21 +78,21 @@ int sl_mc_family_parse(const char *s, sl_mc_family *out)
             *out = (sl_mc_family)i;
             return SL_OK;
         }
-    return sl_fail(SL_EINPUT, "--family: '%s', expected identical|noisy|dirichlet|zipf|disjoint|positional", s);
+    return sl_fail(SL_EINPUT, "family: '%s', expected identical|noisy|dirichlet|zipf|disjoint|positional", s);
 }
 
 int sl_mc_family_validate(const sl_mc_family_params *fp)
 {
-    if ((unsigned)fp->family >= SL_FAMILY_COUNT) return sl_fail(SL_EINPUT, "--family: unknown family %d", fp->family);
-    if (fp->V < 2 || fp->V > (size_t)INT32_MAX) return sl_fail(SL_EINPUT, "--vocab: %zu, expected 2..%d", fp->V, INT32_MAX);
+    if ((unsigned)fp->family >= SL_FAMILY_COUNT) return sl_fail(SL_EINPUT, "family: unknown family %d", fp->family);
+    if (fp->V < 2 || fp->V > (size_t)INT32_MAX) return sl_fail(SL_EINPUT, "vocab: %zu, expected 2..%d", fp->V, INT32_MAX);
     if (fp->gamma < 1 || fp->gamma > SL_SPEC_GAMMA_MAX)
-        return sl_fail(SL_EINPUT, "--gamma: %zu, expected 1..%d", fp->gamma, SL_SPEC_GAMMA_MAX);
-    if (!(fp->noise >= 0) || !isfinite(fp->noise)) return sl_fail(SL_EINPUT, "--noise: %g, expected a finite value >= 0", fp->noise);
+        return sl_fail(SL_EINPUT, "gamma: %zu, expected 1..%d", fp->gamma, SL_SPEC_GAMMA_MAX);
+    if (!(fp->noise >= 0) || !isfinite(fp->noise)) return sl_fail(SL_EINPUT, "noise: %g, expected a finite value >= 0", fp->noise);
     if (!(fp->concentration > 0) || !isfinite(fp->concentration))
-        return sl_fail(SL_EINPUT, "--concentration: %g, expected a finite value > 0", fp->concentration);
-    if (!(fp->zipf_s > 0) || !isfinite(fp->zipf_s)) return sl_fail(SL_EINPUT, "--zipf-s: %g, expected a finite value > 0", fp->zipf_s);
-    if (!(fp->temp_p > 0) || !isfinite(fp->temp_p)) return sl_fail(SL_EINPUT, "--temp-p: %g, expected a finite value > 0", fp->temp_p);
-    if (!(fp->temp_q > 0) || !isfinite(fp->temp_q)) return sl_fail(SL_EINPUT, "--temp-q: %g, expected a finite value > 0", fp->temp_q);
+        return sl_fail(SL_EINPUT, "concentration: %g, expected a finite value > 0", fp->concentration);
+    if (!(fp->zipf_s > 0) || !isfinite(fp->zipf_s)) return sl_fail(SL_EINPUT, "zipf_s: %g, expected a finite value > 0", fp->zipf_s);
+    if (!(fp->temp_p > 0) || !isfinite(fp->temp_p)) return sl_fail(SL_EINPUT, "temp_p: %g, expected a finite value > 0", fp->temp_p);
+    if (!(fp->temp_q > 0) || !isfinite(fp->temp_q)) return sl_fail(SL_EINPUT, "temp_q: %g, expected a finite value > 0", fp->temp_q);
     return SL_OK;
 }
 
@@ -314,11 +314,11 @@ static mc_col mc_col_build(const sl_alias *a, size_t c)
 int sl_mc_plan_alloc(const sl_mc_source *src, size_t gamma, const sl_spec_config *cfg, sl_mc_plan **out)
 {
     *out = NULL;
-    if (gamma < 1 || gamma > SL_SPEC_GAMMA_MAX) return sl_fail(SL_EINPUT, "--gamma: %zu, expected 1..%d", gamma, SL_SPEC_GAMMA_MAX);
+    if (gamma < 1 || gamma > SL_SPEC_GAMMA_MAX) return sl_fail(SL_EINPUT, "gamma: %zu, expected 1..%d", gamma, SL_SPEC_GAMMA_MAX);
     if (src->V < 1 || src->V > (size_t)INT32_MAX || src->n_rows < 1)
         return sl_fail(SL_EINPUT, "source: V = %zu, %zu rows", src->V, src->n_rows);
     if (src->layout == SL_MC_POSITIONAL && src->n_rows < gamma + 1)
-        return sl_fail(SL_EINPUT, "--gamma: %zu needs %zu positional rows, the source has %zu", gamma, gamma + 1, src->n_rows);
+        return sl_fail(SL_EINPUT, "gamma: %zu needs %zu positional rows, the source has %zu", gamma, gamma + 1, src->n_rows);
     int rc = sl_spec_config_validate(cfg);
     if (rc) return rc;
     sl_mc_plan *pl = sl_calloc(1, sizeof *pl);
@@ -556,8 +556,8 @@ __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl
 int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
 {
     memset(res, 0, sizeof *res);
-    if (o->iterations < 1) return sl_fail(SL_EINPUT, "--iterations: %zu, expected >= 1", o->iterations);
-    if (o->threads < 0) return sl_fail(SL_EINPUT, "--threads: %d, expected >= 0", o->threads);
+    if (o->iterations < 1) return sl_fail(SL_EINPUT, "iterations: %zu, expected >= 1", o->iterations);
+    if (o->threads < 0) return sl_fail(SL_EINPUT, "threads: %d, expected >= 0", o->threads);
     const size_t V = pl->V, gamma = pl->gamma, N = o->iterations;
     const size_t n_blocks = (N + SL_MC_BLOCK - 1) / SL_MC_BLOCK;
     const int need_pcopy = pl->cfg.rule == SL_BUG_P_INPLACE;

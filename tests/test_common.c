@@ -79,16 +79,15 @@ Test(common, xoshiro_uniform_moments)
 
 Test(table, csv_and_json_round_trip_values)
 {
-    sl_table *t = sl_table_alloc("demo");
-    sl_table_add_col(t, "alpha", SL_COL_DOUBLE, "%.3f");
-    sl_table_add_col(t, "gamma", SL_COL_INT, NULL);
-    sl_table_add_col(t, "note", SL_COL_STRING, NULL);
-    sl_table_add_row(t);
-    sl_table_set_double(t, 0, 0.1);
-    sl_table_set_int(t, 1, 3);
-    sl_table_set_string(t, 2, "a,\"b\"");
-    sl_table_add_row(t);
-    sl_table_set_double(t, 0, NAN);
+    static const sl_colspec cols[] = {SL_COL_D("alpha", "%.3f"), SL_COL_I("gamma"), SL_COL_S("note")};
+    sl_table *t = SL_TABLE_NEW("demo", cols);
+    sl_table_row(t);
+    sl_table_setd(t, "alpha", 0.1);
+    sl_table_seti(t, "gamma", 3);
+    sl_table_sets(t, "note", "a,\"b\"");
+    sl_table_row(t);
+    sl_table_setd(t, "alpha", NAN);
+    cr_assert_eq(sl_table_status(t), SL_OK);
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);

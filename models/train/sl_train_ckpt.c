@@ -139,7 +139,7 @@ static int identity_check(const char *path, const char *have, const char *want)
     if (w) json_object_put(w);
     return sl_fail(SL_EINPUT,
                    "checkpoint %s belongs to another run (%s was %.60s, now %.60s): rerun with the same settings, "
-                   "or use a fresh --checkpoint directory",
+                   "or use a fresh checkpoint directory",
                    path, field, hv, wv);
 }
 

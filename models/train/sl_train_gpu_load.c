@@ -21,7 +21,7 @@ static const sl_train_gpu_api *load_cuda(void)
     } else {
         ssize_t n = readlink("/proc/self/exe", path, PATH_MAX);
         if (n <= 0) {
-            sl_fail(SL_EINPUT, "--backend cuda: cannot find the running executable to look for libsl_train_cuda.so beside it");
+            sl_fail(SL_EINPUT, "backend: cuda: cannot find the running executable to look for libsl_train_cuda.so beside it");
             return NULL;
         }
         path[n] = 0;
@@ -30,13 +30,13 @@ static const sl_train_gpu_api *load_cuda(void)
     }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        sl_fail(SL_EINPUT, "--backend cuda: cannot load %s (build it with `make cuda` where nvcc exists, or set SL_CUDA_LIB): %s",
+        sl_fail(SL_EINPUT, "backend: cuda: cannot load %s (build it with `make cuda` where nvcc exists, or set SL_CUDA_LIB): %s",
                 path, dlerror());
         return NULL;
     }
     const sl_train_gpu_api *(*fn)(void) = (const sl_train_gpu_api *(*)(void))dlsym(h, "sl_train_gpu_cuda_api");
     if (!fn) {
-        sl_fail(SL_EINPUT, "--backend cuda: %s has no sl_train_gpu_cuda_api", path);
+        sl_fail(SL_EINPUT, "backend: cuda: %s has no sl_train_gpu_cuda_api", path);
         return NULL;
     }
     return fn();
@@ -47,12 +47,12 @@ int sl_train_gpu_open(const char *name, const sl_train_gpu_api **api, char *info
     const sl_train_gpu_api *a = NULL;
     if (strcmp(name, "cuda-emu") == 0) a = sl_train_gpu_emu_api();
     else if (strcmp(name, "cuda") == 0) a = load_cuda();
-    else return sl_fail(SL_EINPUT, "--backend: '%s' is not cpu, cuda or cuda-emu", name);
+    else return sl_fail(SL_EINPUT, "backend: '%s' is not cpu, cuda or cuda-emu", name);
     if (!a) return SL_EINPUT;
     if (a->abi != SL_TRAIN_GPU_ABI)
-        return sl_fail(SL_EINPUT, "--backend %s: the library's interface version is %d, this program's %d (rebuild both)",
+        return sl_fail(SL_EINPUT, "backend: %s: the library's interface version is %d, this program's %d (rebuild both)",
                        name, a->abi, SL_TRAIN_GPU_ABI);
-    if (a->init(info, n)) return sl_fail(SL_EINPUT, "--backend %s: %s", name, a->error());
+    if (a->init(info, n)) return sl_fail(SL_EINPUT, "backend: %s: %s", name, a->error());
     *api = a;
     return SL_OK;
 }

@@ -111,7 +111,7 @@ typedef struct {
 
 static int gpu_fail(const runner *x)
 {
-    return sl_fail(SL_EFAIL, "--backend %s: %s", x->gpu->name, x->gpu->error());
+    return sl_fail(SL_EFAIL, "backend: %s: %s", x->gpu->name, x->gpu->error());
 }
 
 static int r_forward(runner *x, const int *inputs, int B, int T)
@@ -261,15 +261,16 @@ int sl_train_run(const sl_train_run_opts *o)
         sl_train_config given;
         if (o->config_json && (rc = sl_train_config_parse(o->config_json, &given)) == 0 &&
             memcmp(&given, &cfg, sizeof cfg) != 0)
-            rc = sl_fail(SL_EINPUT, "--config differs from the architecture of --init %s", o->init_path);
+            rc = sl_fail(SL_EINPUT, "config: differs from the architecture of the starting model %s", o->init_path);
         if (rc) goto done;
     } else if (!o->config_json) {
-        return sl_fail(SL_EINPUT, "--config JSON (or --init MODEL) is required");
+        return sl_fail(SL_EINPUT,
+                       "config: required (the architecture as JSON) unless training starts from a model's weights");
     } else if ((rc = sl_train_config_parse(o->config_json, &cfg))) {
         return rc;
     }
     if (T > cfg.max_seq_len) {
-        rc = sl_fail(SL_EINPUT, "--seq %d exceeds the config's max_seq_len %d", T, cfg.max_seq_len);
+        rc = sl_fail(SL_EINPUT, "seq: %d exceeds the config's max_seq_len %d", T, cfg.max_seq_len);
         goto done;
     }
     if ((h->objective != SL_OBJ_CE) != (o->teacher_path != NULL)) {
@@ -290,8 +291,8 @@ int sl_train_run(const sl_train_run_opts *o)
             goto done;
         }
         if (tfs[i]->n_tokens < (uint64_t)T + 1) {
-            rc = sl_fail(SL_EINPUT, "token file %s has %llu tokens; --seq %d needs at least %d", tfs[i]->path,
-                         (unsigned long long)tfs[i]->n_tokens, T, T + 1);
+            rc = sl_fail(SL_EINPUT, "seq: %d needs at least %d tokens; token file %s has %llu", T, T + 1, tfs[i]->path,
+                         (unsigned long long)tfs[i]->n_tokens);
             goto done;
         }
     }
@@ -315,7 +316,7 @@ int sl_train_run(const sl_train_run_opts *o)
         int ok = tj && json_object_is_type(tj, json_type_object);
         if (tj) json_object_put(tj);
         if (!ok) {
-            rc = sl_fail(SL_EINPUT, "--tokenizer %s is not a JSON object", o->tokenizer_path);
+            rc = sl_fail(SL_EINPUT, "tokenizer: %s is not a JSON object", o->tokenizer_path);
             goto done;
         }
     }
@@ -323,7 +324,7 @@ int sl_train_run(const sl_train_run_opts *o)
     if (o->log_path && (rc = check_writable(o->log_path))) goto done;
     if (o->ckpt_dir) {
         if (mkdir(o->ckpt_dir, 0777) != 0 && errno != EEXIST) {
-            rc = sl_fail(SL_EINPUT, "--checkpoint %s: cannot create the directory: %s", o->ckpt_dir, strerror(errno));
+            rc = sl_fail(SL_EINPUT, "checkpoint: cannot create the directory %s: %s", o->ckpt_dir, strerror(errno));
             goto done;
         }
         size_t n = strlen(o->ckpt_dir) + 32;
@@ -346,8 +347,8 @@ int sl_train_run(const sl_train_run_opts *o)
     if (ckpt_path && access(ckpt_path, F_OK) == 0) {
         if ((rc = sl_train_ckpt_load(ckpt_path, m, &st))) goto done;
         if (st.step > h->steps) {
-            rc = sl_fail(SL_EINPUT, "checkpoint %s is at step %llu, beyond --steps %llu", ckpt_path,
-                         (unsigned long long)st.step, (unsigned long long)h->steps);
+            rc = sl_fail(SL_EINPUT, "steps: %llu, but checkpoint %s is already at step %llu", (unsigned long long)h->steps,
+                         ckpt_path, (unsigned long long)st.step);
             goto done;
         }
         if (o->out && st.log) fputs(st.log, o->out);
@@ -440,7 +441,8 @@ int sl_train_run(const sl_train_run_opts *o)
         if (stop && !last) {
             if (o->interrupted && *o->interrupted)
                 rc = sl_fail(SL_EFAIL, "interrupted after step %llu%s; rerun the same command to resume",
-                             (unsigned long long)st.step, ckpt_path ? " (checkpoint written)" : " (no --checkpoint: progress lost)");
+                             (unsigned long long)st.step,
+                             ckpt_path ? " (checkpoint written)" : " (no checkpoint directory: progress lost)");
             else if (o->out)
                 fprintf(stderr, "stopped after step %llu as asked (--stop-at); rerun without it to resume\n",
                         (unsigned long long)st.step);
