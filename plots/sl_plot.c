@@ -55,6 +55,10 @@ void sl_plot_figure_init(sl_plot_figure *f)
 
 void sl_plot_figure_free(sl_plot_figure *f)
 {
+    for (size_t p = 0; p < f->n_panels; p++) sl_plot_figure_free(&f->panel[p]);
+    free(f->panel);
+    f->panel = NULL;
+    f->n_panels = 0;
     for (size_t i = 0; i < f->n_series; i++) {
         sl_plot_series *s = &f->series[i];
         free(s->x);
@@ -68,6 +72,10 @@ void sl_plot_figure_free(sl_plot_figure *f)
 
 sl_plot_series *sl_plot_add_series(sl_plot_figure *f, const char *name, sl_plot_style style, size_t n, int with_ci)
 {
+    if (f->n_panels) {
+        sl_fail(SL_EINPUT, "figure '%s' is made of panels: add series to a panel", f->title);
+        return NULL;
+    }
     if (f->n_series == SL_PLOT_MAX_SERIES) {
         sl_fail(SL_EINPUT, "figure '%s': more than %d series", f->title, SL_PLOT_MAX_SERIES);
         return NULL;
@@ -96,10 +104,35 @@ sl_plot_series *sl_plot_add_series(sl_plot_figure *f, const char *name, sl_plot_
     return s;
 }
 
+sl_plot_figure *sl_plot_add_panel(sl_plot_figure *f)
+{
+    if (f->n_series) {
+        sl_fail(SL_EINPUT, "figure '%s' holds series of its own: it cannot hold panels", f->title);
+        return NULL;
+    }
+    if (f->n_panels == SL_PLOT_MAX_PANELS) {
+        sl_fail(SL_EINPUT, "figure '%s': more than %d panels", f->title, SL_PLOT_MAX_PANELS);
+        return NULL;
+    }
+    if (!f->panel && !(f->panel = sl_calloc(SL_PLOT_MAX_PANELS, sizeof *f->panel))) return NULL;
+    sl_plot_figure *p = &f->panel[f->n_panels++];
+    sl_plot_figure_init(p);
+    return p;
+}
+
 static int needs_ci(sl_plot_style s) { return s == SL_PLOT_ERRORBARS || s == SL_PLOT_BAND || s == SL_PLOT_DOTWHISKER; }
 
 int sl_plot_figure_check(const sl_plot_figure *f)
 {
+    if (f->n_panels) {
+        if (f->n_series) return sl_fail(SL_EINPUT, "figure '%s' holds both panels and series", f->title);
+        for (size_t p = 0; p < f->n_panels; p++) {
+            if (f->panel[p].n_panels) return sl_fail(SL_EINPUT, "figure '%s': panel %zu holds panels", f->title, p + 1);
+            int rc = sl_plot_figure_check(&f->panel[p]);
+            if (rc) return rc;
+        }
+        return SL_OK;
+    }
     if (f->n_series == 0) return sl_fail(SL_EINPUT, "figure '%s' has no series to draw", f->title);
     size_t points = 0;
     for (size_t i = 0; i < f->n_series; i++) {
@@ -186,33 +219,42 @@ static void sb_quoted(sbuf *b, const char *s)
 #define DATA_MAGIC "# speclab plot data"
 #define SCRIPT_MAGIC "# speclab plot script"
 
-int sl_plot_data_text(const sl_plot_figure *f, char **out)
+/* The blocks of f's series, numbered from *block on (panels number theirs across the figure). */
+static void sb_blocks(sbuf *b, const sl_plot_figure *f, const char *panel_title, size_t *block)
 {
-    sbuf b = {0};
-    sb_printf(&b, DATA_MAGIC ": %s\n", f->title);
-    sb_printf(&b, "# one block per series, blocks separated by two blank lines (gnuplot: index K);\n"
-                  "# a single blank line inside a block is a gap (a missing value)\n");
-    for (size_t i = 0; i < f->n_series; i++) {
+    for (size_t i = 0; i < f->n_series; i++, (*block)++) {
         const sl_plot_series *s = &f->series[i];
-        if (i) sb_printf(&b, "\n\n");
-        sb_printf(&b, "# block %zu: %s (%s)\n", i, s->name[0] ? s->name : "(no key entry)", sl_plot_style_name(s->style));
+        if (*block) sb_printf(b, "\n\n");
+        if (panel_title && i == 0) sb_printf(b, "# panel: %s\n", panel_title);
+        sb_printf(b, "# block %zu: %s (%s)\n", *block, s->name[0] ? s->name : "(no key entry)", sl_plot_style_name(s->style));
         int ci = s->y_lo && s->y_hi;
-        sb_printf(&b, "# %s %s", f->xcol, f->ycol);
-        if (ci) sb_printf(&b, " %s_lo %s_hi", f->ycol, f->ycol);
-        sb_printf(&b, "\n");
+        sb_printf(b, "# %s %s", f->xcol, f->ycol);
+        if (ci) sb_printf(b, " %s_lo %s_hi", f->ycol, f->ycol);
+        sb_printf(b, "\n");
         int gap = 0;
         for (size_t k = 0; k < s->n; k++) {
             if (isnan(s->y[k])) {
                 gap = 1;
                 continue;
             }
-            if (gap) sb_printf(&b, "\n");
+            if (gap) sb_printf(b, "\n");
             gap = 0;
-            sb_printf(&b, "%.17g %.17g", s->x[k], s->y[k]);
-            if (ci) sb_printf(&b, " %.17g %.17g", s->y_lo[k], s->y_hi[k]);
-            sb_printf(&b, "\n");
+            sb_printf(b, "%.17g %.17g", s->x[k], s->y[k]);
+            if (ci) sb_printf(b, " %.17g %.17g", s->y_lo[k], s->y_hi[k]);
+            sb_printf(b, "\n");
         }
     }
+}
+
+int sl_plot_data_text(const sl_plot_figure *f, char **out)
+{
+    sbuf b = {0};
+    sb_printf(&b, DATA_MAGIC ": %s\n", f->title);
+    sb_printf(&b, "# one block per series, blocks separated by two blank lines (gnuplot: index K);\n"
+                  "# a single blank line inside a block is a gap (a missing value)\n");
+    size_t block = 0;
+    sb_blocks(&b, f, NULL, &block);
+    for (size_t p = 0; p < f->n_panels; p++) sb_blocks(&b, &f->panel[p], f->panel[p].title, &block);
     return sb_finish(&b, out);
 }
 
@@ -229,9 +271,12 @@ static const int point_types[] = {7, 5, 9, 13, 11, 6, 4, 8};
 
 static double height_for(double width_in) { return width_in < 5 ? width_in * 0.76 : width_in * 0.5; }
 
-static void sb_terminal(sbuf *b, sl_plot_term term, double width_in)
+/* Panels sit side by side at full width, one below the other in a column (each 0.62 of the width tall). */
+static int panels_stacked(const sl_plot_figure *f, double width_in) { return f->n_panels > 1 && width_in < 5; }
+
+static void sb_terminal(sbuf *b, sl_plot_term term, double width_in, size_t rows)
 {
-    double h = height_for(width_in);
+    double h = rows > 1 ? (double)rows * 0.62 * width_in : height_for(width_in);
     int font_pt = width_in < 5 ? 8 : 9;
     switch (term) {
     case SL_PLOT_PNG:
@@ -247,7 +292,8 @@ static void sb_terminal(sbuf *b, sl_plot_term term, double width_in)
         sb_printf(b, "set terminal pdfcairo size %.2fin,%.2fin font 'sans,%d' linewidth 1.3 noenhanced\n", width_in, h, font_pt);
         break;
     case SL_PLOT_DUMB:
-        sb_printf(b, "set terminal dumb size %d,%d noenhanced\n", width_in < 5 ? 90 : 120, width_in < 5 ? 30 : 36);
+        sb_printf(b, "set terminal dumb size %d,%d noenhanced\n", width_in < 5 ? 90 : 120,
+                  (width_in < 5 ? 30 : 36) * (int)(rows > 1 ? rows : 1));
         break;
     }
 }
@@ -262,102 +308,131 @@ static void sb_range(sbuf *b, const char *axis, double lo, double hi)
     sb_printf(b, "]\n");
 }
 
+/* One plot: its title, axes, key and plot command, reading blocks first_block.. of the data. In a
+ * figure of panels (multi) the settings a previous panel may have made are reset first, and the
+ * data file's name is set once by the caller. */
+static void sb_plot(sbuf *b, const sl_plot_figure *f, sl_plot_term term, double width_in, const char *data_name,
+                    size_t first_block, int multi)
+{
+    int dumb = term == SL_PLOT_DUMB;
+    if (multi) sb_printf(b, "unset logscale\nset autoscale\nset xtics autofreq\nset format x\n");
+    sb_printf(b, "set title ");
+    sb_quoted(b, f->title);
+    sb_printf(b, "\nset xlabel ");
+    sb_quoted(b, f->xlabel);
+    sb_printf(b, "\nset ylabel ");
+    sb_quoted(b, f->ylabel);
+    sb_printf(b, "\n");
+    /* Left and bottom axes only, ticks outwards, a faint grid behind the data. */
+    sb_printf(b, "set border 3 lw 0.8\nset tics nomirror out scale 0.6\n");
+    if (!dumb) sb_printf(b, "set grid back lc rgb '#dddddd' lw 0.5\n");
+    if (f->xlog) sb_printf(b, "set logscale x\nset format x '10^%%T'\n");
+    if (f->ylog) sb_printf(b, "set logscale y\n");
+    sb_range(b, "x", f->xmin, f->xmax);
+    sb_range(b, "y", f->ymin, f->ymax);
+    if (f->n_xtics) {
+        int rotate = 0;
+        for (size_t i = 0; i < f->n_xtics; i++) rotate |= strlen(f->xtic[i]) > (width_in < 5 ? 8u : 14u);
+        sb_printf(b, "set xtics (");
+        for (size_t i = 0; i < f->n_xtics; i++) {
+            if (i) sb_printf(b, ", ");
+            sb_quoted(b, f->xtic[i]);
+            sb_printf(b, " %zu", i + 1);
+        }
+        sb_printf(b, ")%s\n", rotate ? " rotate by 25 right" : "");
+    } else if (f->xtic_step > 0)
+        sb_printf(b, "set xtics %.17g\n", f->xtic_step);
+    switch (f->key) {
+    case SL_PLOT_KEY_TOP_LEFT: sb_printf(b, "set key top left Left reverse"); break;
+    case SL_PLOT_KEY_TOP_RIGHT: sb_printf(b, "set key top right"); break;
+    case SL_PLOT_KEY_BOTTOM_LEFT: sb_printf(b, "set key bottom left Left reverse"); break;
+    case SL_PLOT_KEY_BOTTOM_RIGHT: sb_printf(b, "set key bottom right"); break;
+    case SL_PLOT_KEY_OUTSIDE: sb_printf(b, "set key outside right top Left reverse"); break;
+    case SL_PLOT_KEY_BELOW: sb_printf(b, "set key below horizontal"); break;
+    default: sb_printf(b, "unset key"); break;
+    }
+    if (f->key != SL_PLOT_KEY_OFF) sb_printf(b, " nobox samplen 2 spacing 1.1\n");
+    else sb_printf(b, "\n");
+
+    if (!multi) {
+        sb_printf(b, "data = ");
+        sb_quoted(b, data_name);
+        sb_printf(b, "\n");
+    }
+    sb_printf(b, "plot ");
+    int coloured = 0;
+    for (size_t i = 0; i < f->n_series; i++) {
+        const sl_plot_series *s = &f->series[i];
+        size_t block = first_block + i;
+        int ci = s->colour >= 0 ? s->colour : coloured++;
+        const char *c = palette[(size_t)ci % N_PALETTE];
+        int pt = point_types[(size_t)ci % (sizeof point_types / sizeof point_types[0])];
+        if (i) sb_printf(b, ", \\\n     ");
+        sb_printf(b, "data index %zu ", block);
+        switch (s->style) {
+        case SL_PLOT_LINES:
+            sb_printf(b, "using 1:2 with lines lw 1.5 dt %d lc rgb '%s'", s->dashed ? 2 : 1, c);
+            break;
+        case SL_PLOT_POINTS: sb_printf(b, "using 1:2 with points pt %d ps 0.7 lc rgb '%s'", pt, c); break;
+        case SL_PLOT_LINESPOINTS:
+            sb_printf(b, "using 1:2 with linespoints lw 1.2 dt %d pt %d ps 0.6 lc rgb '%s'", s->dashed ? 2 : 1, pt, c);
+            break;
+        case SL_PLOT_STEPS: sb_printf(b, "using 1:2 with steps lw 1.5 dt %d lc rgb '%s'", s->dashed ? 2 : 1, c); break;
+        case SL_PLOT_ERRORBARS:
+            sb_printf(b, "using 1:2:3:4 with yerrorbars pt %d ps 0.6 lw 1 lc rgb '%s'", pt, c);
+            break;
+        case SL_PLOT_BAND:
+            sb_printf(b, "using 1:3:4 with filledcurves fc rgb '%s' fs transparent solid 0.2 noborder notitle, \\\n"
+                         "     data index %zu using 1:2 with lines lw 1.5 dt %d lc rgb '%s'",
+                      c, block, s->dashed ? 2 : 1, c);
+            break;
+        case SL_PLOT_BOXES:
+            sb_printf(b, "using 1:2:(%.17g) with boxes fs transparent solid 0.3 border lw 1 lc rgb '%s'",
+                      s->box_width > 0 ? s->box_width : 1.0, c);
+            break;
+        case SL_PLOT_DOTWHISKER:
+            sb_printf(b, "using 1:2:3:4 with yerrorbars pt 7 ps 1.1 lw 2 lc rgb '%s'", c);
+            break;
+        default: break;
+        }
+        if (s->name[0]) {
+            sb_printf(b, " title ");
+            sb_quoted(b, s->name);
+        } else
+            sb_printf(b, " notitle");
+    }
+    sb_printf(b, "\n");
+}
+
 int sl_plot_script_text(const sl_plot_figure *f, sl_plot_term term, double width_in, const char *data_name,
                         const char *out_name, const char *command, char **out)
 {
     sbuf b = {0};
+    int stacked = panels_stacked(f, width_in);
     sb_printf(&b, SCRIPT_MAGIC ": %s\n", f->title);
     if (command) sb_printf(&b, "# made by: %s\n", command);
     sb_printf(&b, "# redraw from this file's directory: gnuplot THIS.gp (reads the data file named below)\n");
     sb_printf(&b, "set encoding utf8\n");
-    sb_terminal(&b, term, width_in);
+    sb_terminal(&b, term, width_in, stacked ? f->n_panels : 1);
     if (out_name) {
         sb_printf(&b, "set output ");
         sb_quoted(&b, out_name);
         sb_printf(&b, "\n");
     }
-    int dumb = term == SL_PLOT_DUMB;
-    sb_printf(&b, "set title ");
-    sb_quoted(&b, f->title);
-    sb_printf(&b, "\nset xlabel ");
-    sb_quoted(&b, f->xlabel);
-    sb_printf(&b, "\nset ylabel ");
-    sb_quoted(&b, f->ylabel);
-    sb_printf(&b, "\n");
-    /* Left and bottom axes only, ticks outwards, a faint grid behind the data. */
-    sb_printf(&b, "set border 3 lw 0.8\nset tics nomirror out scale 0.6\n");
-    if (!dumb) sb_printf(&b, "set grid back lc rgb '#dddddd' lw 0.5\n");
-    if (f->xlog) sb_printf(&b, "set logscale x\nset format x '10^%%T'\n");
-    if (f->ylog) sb_printf(&b, "set logscale y\n");
-    sb_range(&b, "x", f->xmin, f->xmax);
-    sb_range(&b, "y", f->ymin, f->ymax);
-    if (f->n_xtics) {
-        int rotate = 0;
-        for (size_t i = 0; i < f->n_xtics; i++) rotate |= strlen(f->xtic[i]) > (width_in < 5 ? 8u : 14u);
-        sb_printf(&b, "set xtics (");
-        for (size_t i = 0; i < f->n_xtics; i++) {
-            if (i) sb_printf(&b, ", ");
-            sb_quoted(&b, f->xtic[i]);
-            sb_printf(&b, " %zu", i + 1);
+    if (!f->n_panels) sb_plot(&b, f, term, width_in, data_name, 0, 0);
+    else {
+        sb_printf(&b, "data = ");
+        sb_quoted(&b, data_name);
+        sb_printf(&b, "\nset multiplot layout %zu,%zu title ", stacked ? f->n_panels : 1, stacked ? 1 : f->n_panels);
+        sb_quoted(&b, f->title);
+        sb_printf(&b, "\n");
+        size_t block = f->n_series;
+        for (size_t p = 0; p < f->n_panels; p++) {
+            sb_plot(&b, &f->panel[p], term, width_in, data_name, block, 1);
+            block += f->panel[p].n_series;
         }
-        sb_printf(&b, ")%s\n", rotate ? " rotate by 25 right" : "");
+        sb_printf(&b, "unset multiplot\n");
     }
-    switch (f->key) {
-    case SL_PLOT_KEY_TOP_LEFT: sb_printf(&b, "set key top left Left reverse"); break;
-    case SL_PLOT_KEY_TOP_RIGHT: sb_printf(&b, "set key top right"); break;
-    case SL_PLOT_KEY_BOTTOM_LEFT: sb_printf(&b, "set key bottom left Left reverse"); break;
-    case SL_PLOT_KEY_BOTTOM_RIGHT: sb_printf(&b, "set key bottom right"); break;
-    case SL_PLOT_KEY_OUTSIDE: sb_printf(&b, "set key outside right top Left reverse"); break;
-    case SL_PLOT_KEY_BELOW: sb_printf(&b, "set key below horizontal"); break;
-    default: sb_printf(&b, "unset key"); break;
-    }
-    if (f->key != SL_PLOT_KEY_OFF) sb_printf(&b, " nobox samplen 2 spacing 1.1\n");
-    else sb_printf(&b, "\n");
-
-    sb_printf(&b, "data = ");
-    sb_quoted(&b, data_name);
-    sb_printf(&b, "\nplot ");
-    int coloured = 0;
-    for (size_t i = 0; i < f->n_series; i++) {
-        const sl_plot_series *s = &f->series[i];
-        int ci = s->colour >= 0 ? s->colour : coloured++;
-        const char *c = palette[(size_t)ci % N_PALETTE];
-        int pt = point_types[(size_t)ci % (sizeof point_types / sizeof point_types[0])];
-        if (i) sb_printf(&b, ", \\\n     ");
-        sb_printf(&b, "data index %zu ", i);
-        switch (s->style) {
-        case SL_PLOT_LINES:
-            sb_printf(&b, "using 1:2 with lines lw 1.5 dt %d lc rgb '%s'", s->dashed ? 2 : 1, c);
-            break;
-        case SL_PLOT_POINTS: sb_printf(&b, "using 1:2 with points pt %d ps 0.7 lc rgb '%s'", pt, c); break;
-        case SL_PLOT_LINESPOINTS:
-            sb_printf(&b, "using 1:2 with linespoints lw 1.2 dt %d pt %d ps 0.6 lc rgb '%s'", s->dashed ? 2 : 1, pt, c);
-            break;
-        case SL_PLOT_STEPS: sb_printf(&b, "using 1:2 with steps lw 1.5 dt %d lc rgb '%s'", s->dashed ? 2 : 1, c); break;
-        case SL_PLOT_ERRORBARS:
-            sb_printf(&b, "using 1:2:3:4 with yerrorbars pt %d ps 0.6 lw 1 lc rgb '%s'", pt, c);
-            break;
-        case SL_PLOT_BAND:
-            sb_printf(&b, "using 1:3:4 with filledcurves fc rgb '%s' fs transparent solid 0.2 noborder notitle, \\\n"
-                          "     data index %zu using 1:2 with lines lw 1.5 dt %d lc rgb '%s'",
-                      c, i, s->dashed ? 2 : 1, c);
-            break;
-        case SL_PLOT_BOXES:
-            sb_printf(&b, "using 1:2:(%.17g) with boxes fs transparent solid 0.3 border lw 1 lc rgb '%s'",
-                      s->box_width > 0 ? s->box_width : 1.0, c);
-            break;
-        case SL_PLOT_DOTWHISKER:
-            sb_printf(&b, "using 1:2:3:4 with yerrorbars pt 7 ps 1.1 lw 2 lc rgb '%s'", c);
-            break;
-        default: break;
-        }
-        if (s->name[0]) {
-            sb_printf(&b, " title ");
-            sb_quoted(&b, s->name);
-        } else
-            sb_printf(&b, " notitle");
-    }
-    sb_printf(&b, "\n");
     if (out_name) sb_printf(&b, "unset output\n");
     return sb_finish(&b, out);
 }

@@ -2,12 +2,14 @@
  * sl_plot.h: figures of speclab's results, drawn by gnuplot through a pipe.
  *
  * A figure is a plain model (sl_plot_figure: title, axis labels with units, log flags, ranges and
- * a list of series with their style) built by one function per kind from the same result struct
- * the tables read (sl_analyze_result, sl_mc_result, the closed forms of sl_theory). The renderer
- * writes three files next to each other: the figure, FILE.dat (the numbers, one block per series,
- * whitespace columns under a header comment) and FILE.gp (the gnuplot script, which reads FILE.dat
- * by its relative name, so `cd DIR && gnuplot FILE.gp` redraws the figure). The stem FILE is the
- * output path without its extension (fig.png -> fig.dat, fig.gp).
+ * a list of series with their style, or a row of panels that are figures of their own) built by
+ * one function per kind from the same result struct the tables read (sl_analyze_result,
+ * sl_mc_result, sl_run_report, the closed forms of sl_theory). sl_plot_make.h computes the result
+ * and picks the builder for a kind named on the command line. The renderer writes three files
+ * next to each other: the figure, FILE.dat (the numbers, one block per series, whitespace columns
+ * under a header comment) and FILE.gp (the gnuplot script, which reads FILE.dat by its relative
+ * name, so `cd DIR && gnuplot FILE.gp` redraws the figure). The stem FILE is the output path
+ * without its extension (fig.png -> fig.dat, fig.gp).
  *
  * House style (plots/README.md): single-column (3.3 in) or full-width (6.8 in) figures, sans
  * fonts at 8-9 pt, the Okabe-Ito colour-blind-safe palette, error bars or bands wherever a number
@@ -25,6 +27,7 @@
 
 #include "sl_analyze.h"
 #include "sl_mc.h"
+#include "sl_run.h"
 #include "sl_theory.h"
 
 /* ---- the figure model ---- */
@@ -66,8 +69,9 @@ typedef struct {
 
 #define SL_PLOT_MAX_SERIES 32
 #define SL_PLOT_MAX_XTICS 64
+#define SL_PLOT_MAX_PANELS 4
 
-typedef struct {
+typedef struct sl_plot_figure {
     char title[256];
     char xlabel[128], ylabel[128];  /* each with its unit in parentheses */
     char xcol[32], ycol[32];        /* column names in FILE.dat: THEORY.md's words (alpha, expected_tokens) */
@@ -76,20 +80,38 @@ typedef struct {
     sl_plot_key key;
     size_t n_xtics;                 /* categorical x axis (dot-and-whisker): labels at x = 1..n */
     char xtic[SL_PLOT_MAX_XTICS][64];
+    double xtic_step;               /* > 0: x tics every xtic_step (an integer axis such as γ); 0: gnuplot's */
+    double width_in;                /* the width the kind is drawn for (SL_PLOT_WIDTH_*); 0: a column */
     size_t n_series;
     sl_plot_series series[SL_PLOT_MAX_SERIES];
+    /* A figure of panels (gnuplot multiplot): n_panels > 0 figures of their own, each with its
+     * title, axes, key and series, drawn side by side under this title (one below the other in a
+     * column figure). Such a figure holds no series itself; FILE.dat holds every panel's blocks
+     * in order, numbered across panels. */
+    size_t n_panels;
+    struct sl_plot_figure *panel;   /* (SL_PLOT_MAX_PANELS) owned; NULL until a panel is added */
 } sl_plot_figure;
 
-/* An empty figure: no series, automatic ranges, key top left. */
+/* An empty figure: no series, no panels, automatic ranges, key top left. */
 void sl_plot_figure_init(sl_plot_figure *f);
-/* Frees every series' arrays; the figure can be reused after sl_plot_figure_init. */
+/* Frees every series' arrays and every panel; the figure can be reused after sl_plot_figure_init. */
 void sl_plot_figure_free(sl_plot_figure *f);
 /* Appends a series of n points (arrays allocated, zeroed; y_lo/y_hi only when with_ci) and
  * returns it, or NULL (error recorded) when the figure is full or memory runs out. */
 sl_plot_series *sl_plot_add_series(sl_plot_figure *f, const char *name, sl_plot_style style, size_t n, int with_ci);
+/* Appends an empty panel (sl_plot_figure_init) to f and returns it, or NULL (error recorded) when
+ * f already has SL_PLOT_MAX_PANELS, holds series of its own, or memory runs out. */
+sl_plot_figure *sl_plot_add_panel(sl_plot_figure *f);
 /* Checks a figure before drawing: at least one series, finite x and y (NaN y is a gap), intervals
- * present where the style needs them, positive values on log axes. SL_EINPUT with the series named. */
+ * present where the style needs them, positive values on log axes; for a figure of panels, each
+ * panel so. SL_EINPUT with the series named. */
 int sl_plot_figure_check(const sl_plot_figure *f);
+
+/* For kind builders: the top corner whose side (the outer 35% of the x range) has the lower data;
+ * and room above the data for a key of n_key lines inside the plot (ymax raised by a line's worth
+ * per entry above the tallest value or interval). */
+sl_plot_key sl_plot_auto_key(const sl_plot_figure *f);
+void sl_plot_headroom(sl_plot_figure *f, size_t n_key);
 
 const char *sl_plot_style_name(sl_plot_style s);
 int sl_plot_key_parse(const char *s, sl_plot_key *out);
@@ -191,5 +213,19 @@ typedef struct {
 
 void sl_plot_power_config_init(sl_plot_power_config *cfg); /* delta 0.005,0.01,0.02,0.05; df 7; level 0.05 */
 int sl_plot_verify_power(const sl_plot_power_config *cfg, sl_plot_figure *out);
+
+/* Run logs (sl_plot_run.c): rep (n) the reports of run logs of one pair at different γ (one log
+ * per γ, in any order; two logs with the same γ are refused), names (n) their labels in messages.
+ * The x axis is γ; every value is a field of sl_run_report, or a field scaled to milliseconds or
+ * divided by the report's iteration count. */
+/* Measured speedup with its bootstrap CI (error bars) against Theorem 3.8 and the generalised
+ * E[N]/(γc + v(γ+1)) at α̂ (lines, with their CI as a band when the reports carry one), and the
+ * no-speculation line at 1. */
+int sl_plot_run_speedup(const sl_run_report *rep, const char *const *names, size_t n, sl_plot_figure *out);
+/* Chen et al. (2023), Figure 1 layout, three panels against γ: time per token (ms), speculative
+ * and autoregressive; tokens per iteration: measured with its CI, E[N] at α̂ (Equation 1) with
+ * its CI, and drafts accepted per iteration; time per iteration (ms): total, drafting,
+ * verification. Drawn at full width by default (width_in). */
+int sl_plot_run_chen(const sl_run_report *rep, const char *const *names, size_t n, sl_plot_figure *out);
 
 #endif

@@ -14,7 +14,7 @@
 #include "sl_stats.h"
 
 /* The key goes to the top corner whose side (the outer 35% of the x range) has the lower data. */
-static sl_plot_key auto_key(const sl_plot_figure *f)
+sl_plot_key sl_plot_auto_key(const sl_plot_figure *f)
 {
     double xlo = INFINITY, xhi = -INFINITY;
     for (size_t i = 0; i < f->n_series; i++)
@@ -38,7 +38,7 @@ static sl_plot_key auto_key(const sl_plot_figure *f)
 
 /* Room above the data for a key of n_key lines inside the plot (histograms): the y range ends a
  * line's worth per entry above the tallest bar or interval. */
-static void headroom(sl_plot_figure *f, size_t n_key)
+void sl_plot_headroom(sl_plot_figure *f, size_t n_key)
 {
     double top = 0;
     for (size_t i = 0; i < f->n_series; i++)
@@ -280,8 +280,8 @@ int sl_plot_beta_hist(const sl_analyze_result *res, const char *const *names, si
             s->y[k] = (double)r->hist[k] / (double)tot;
         }
     }
-    out->key = auto_key(out);
-    headroom(out, n);
+    out->key = sl_plot_auto_key(out);
+    sl_plot_headroom(out, n);
     return SL_OK;
 }
 
@@ -522,8 +522,8 @@ int sl_plot_mc_tokens(const sl_mc_result *res, const sl_mc_prediction *pred, dou
         iid->y[k - 1] = pred->pmf_iid[k];
         pos->y[k - 1] = pred->pmf[k];
     }
-    out->key = auto_key(out);
-    headroom(out, 3);
+    out->key = sl_plot_auto_key(out);
+    sl_plot_headroom(out, 3);
     return SL_OK;
 }
 

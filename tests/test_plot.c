@@ -3,7 +3,9 @@
  * against the closed forms evaluated here in long double, and against the result structs they
  * read); the data and script texts say what they should; rendering writes PNG, SVG and PDF with
  * their signatures, and on every failure (gnuplot missing, gnuplot exiting non-zero, a foreign
- * FILE.dat) leaves no file, no temporary file and no unreaped child. Needs gnuplot on PATH.
+ * FILE.dat) leaves no file, no temporary file and no unreaped child. The run figures read the
+ * report's fields; a figure of panels writes one multiplot; sl_plot_make gives the builders'
+ * figures. Needs gnuplot on PATH.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -18,6 +20,7 @@
 
 #include "sl_common.h"
 #include "sl_plot.h"
+#include "sl_plot_make.h"
 #include "sl_stats.h"
 
 static char dir[256];
@@ -413,4 +416,159 @@ Test(plot, verify_power_curve)
         for (size_t k = 0; k < f.series[i].n; k += 20)
             cr_assert_eq(f.series[i].y[k], sl_stats_power_at_n(f.series[i].x[k], cfg.delta[i], cfg.df, cfg.level));
     sl_plot_figure_free(&f);
+}
+
+/* A hand-filled run report: the run builders read only the fields named here. */
+static void fake_report(sl_run_report *r, int gamma)
+{
+    memset(r, 0, sizeof *r);
+    r->gamma = gamma;
+    r->iterations = 10 * gamma;
+    r->accepted = 5.0 * gamma;
+    r->speedup = (sl_run_estimate){1 + 0.1 * gamma, 0.9 + 0.1 * gamma, 1.1 + 0.1 * gamma};
+    r->predicted_thm38 = (sl_run_estimate){1.2 + 0.1 * gamma, 1.1 + 0.1 * gamma, 1.3 + 0.1 * gamma};
+    r->predicted_general = (sl_run_estimate){1.1, NAN, NAN}; /* no bootstrap: drawn without a band */
+    r->tokens_per_iteration = (sl_run_estimate){1.5, 1.4, 1.6};
+    r->expected_tokens = (sl_run_estimate){1.55, 1.45, 1.65};
+    r->spec_time_per_token_s = 0.002 * gamma;
+    r->ar_time_per_token_s = 0.003;
+    r->speculative_total.seconds = 0.5 * gamma;
+    r->drafting.seconds = 0.1 * gamma;
+    r->verification.seconds = 0.3;
+}
+
+Test(plot, run_builders_read_the_report)
+{
+    sl_run_report r[3];
+    fake_report(&r[0], 3), fake_report(&r[1], 1), fake_report(&r[2], 2); /* any order: sorted by gamma */
+    const char *names[3] = {"r3.h5", "r1.h5", "r2.h5"};
+    sl_plot_figure f;
+    cr_assert_eq(sl_plot_run_speedup(r, names, 3, &f), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(f.n_series, 4);
+    cr_assert_eq(f.series[0].style, SL_PLOT_ERRORBARS);
+    cr_assert_eq(f.series[1].style, SL_PLOT_BAND);
+    cr_assert_eq(f.series[2].style, SL_PLOT_LINESPOINTS, "a prediction without CI is a line");
+    cr_assert_null(f.series[2].y_lo);
+    for (int k = 0; k < 3; k++) {
+        cr_assert_eq(f.series[0].x[k], k + 1);
+        cr_assert_eq(f.series[0].y[k], 1 + 0.1 * (k + 1));
+        cr_assert_eq(f.series[0].y_lo[k], 0.9 + 0.1 * (k + 1));
+        cr_assert_eq(f.series[1].y_hi[k], 1.3 + 0.1 * (k + 1));
+    }
+    cr_assert_eq(f.xtic_step, 1);
+    sl_plot_figure_free(&f);
+
+    cr_assert_eq(sl_plot_run_chen(r, names, 3, &f), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(f.n_panels, 3);
+    cr_assert_eq(f.n_series, 0);
+    cr_assert_eq(f.width_in, SL_PLOT_WIDTH_FULL);
+    const sl_plot_figure *p = f.panel;
+    cr_assert_eq(p[0].n_series, 2);
+    cr_assert_float_eq(p[0].series[0].y[1], 4.0, 1e-12, "2 ms per token at gamma 2");
+    cr_assert_float_eq(p[0].series[1].y[0], 3.0, 1e-12);
+    cr_assert_eq(p[1].n_series, 3);
+    cr_assert_eq(p[1].series[0].y_lo[0], 1.4);
+    cr_assert_eq(p[1].series[1].y_hi[2], 1.65);
+    cr_assert_float_eq(p[1].series[2].y[2], 0.5, 1e-15, "accepted / iterations");
+    cr_assert_eq(p[2].n_series, 3);
+    cr_assert_float_eq(p[2].series[0].y[0], 50.0, 1e-12, "0.5 s over 10 iterations");
+    cr_assert_float_eq(p[2].series[2].y[2], 10.0, 1e-12, "0.3 s over 30 iterations");
+    char *data, *script;
+    cr_assert_eq(sl_plot_data_text(&f, &data), SL_OK);
+    cr_assert(strstr(data, "# panel: Tokens per iteration\n# block 2: emitted (measured) (errorbars)\n"
+                           "# gamma tokens tokens_lo tokens_hi\n1 1.5 1.3999999999999999 1.6000000000000001\n"),
+              "%s", data);
+    cr_assert(strstr(data, "# block 7: verification"));
+    cr_assert_eq(sl_plot_script_text(&f, SL_PLOT_PNG, SL_PLOT_WIDTH_FULL, "c.dat", "c.png", NULL, &script), SL_OK);
+    cr_assert(strstr(script, "set multiplot layout 1,3 title"), "%s", script);
+    cr_assert(strstr(script, "data index 7 using 1:2"), "%s", script);
+    cr_assert(strstr(script, "set xtics 1\n"));
+    cr_assert(strstr(script, "unset multiplot\nunset output\n"));
+    free(script);
+    cr_assert_eq(sl_plot_script_text(&f, SL_PLOT_PNG, SL_PLOT_WIDTH_COLUMN, "c.dat", "c.png", NULL, &script), SL_OK);
+    cr_assert(strstr(script, "set multiplot layout 3,1 title") && strstr(script, "size 495,921"), "%s", script);
+    free(script);
+    free(data);
+
+    /* Drawn: one PNG of three panels. */
+    char out[400];
+    snprintf(out, sizeof out, "%s/chen.png", dir);
+    sl_plot_render_opts o;
+    sl_plot_render_opts_init(&o);
+    o.out = out;
+    o.width_in = f.width_in;
+    cr_assert_eq(sl_plot_render(&f, &o), SL_OK, "%s", sl_errmsg());
+    cr_assert(starts_with(out, "\x89PNG", 4));
+    cr_assert_eq(count_entries(), 3);
+    assert_no_children();
+    sl_plot_figure_free(&f);
+    cr_assert_null(f.panel);
+
+    /* Two logs at one gamma are refused, naming both. */
+    r[2].gamma = 1;
+    cr_assert_eq(sl_plot_run_chen(r, names, 3, &f), SL_EINPUT);
+    cr_assert(strstr(sl_errmsg(), "r1.h5") && strstr(sl_errmsg(), "r2.h5"), "%s", sl_errmsg());
+}
+
+Test(plot, panels_hold_figures_not_series)
+{
+    sl_plot_figure f;
+    one_series(&f);
+    cr_assert_null(sl_plot_add_panel(&f), "a figure with series takes no panel");
+    sl_plot_figure_free(&f);
+    sl_plot_figure_init(&f);
+    for (int i = 0; i < SL_PLOT_MAX_PANELS; i++) cr_assert_not_null(sl_plot_add_panel(&f));
+    cr_assert_null(sl_plot_add_panel(&f));
+    cr_assert_null(sl_plot_add_series(&f, "x", SL_PLOT_LINES, 1, 0), "a figure of panels takes no series");
+    cr_assert_eq(sl_plot_figure_check(&f), SL_EINPUT, "empty panels");
+    sl_plot_figure_free(&f);
+}
+
+Test(plot, make_gives_the_builders_figures)
+{
+    sl_plot_request rq;
+    sl_plot_request_init(&rq);
+    rq.kind = "theory-speedup";
+    rq.c.n = 1, rq.c.v[0] = 0.1;
+    rq.gamma.n = 2, rq.gamma.v[0] = 2, rq.gamma.v[1] = 4;
+    rq.title = "mine";
+    rq.key_set = 1, rq.key = SL_PLOT_KEY_BELOW;
+    sl_plot_figure f, g;
+    cr_assert_eq(sl_plot_make(&rq, &f), SL_OK, "%s", sl_errmsg());
+    sl_plot_theory_config cfg;
+    sl_plot_theory_config_init(&cfg);
+    cfg.n_gamma = 2, cfg.gamma[0] = 2, cfg.gamma[1] = 4;
+    cfg.n_c = 1, cfg.c[0] = 0.1;
+    cr_assert_eq(sl_plot_theory_speedup(&cfg, &g), SL_OK);
+    cr_assert_eq(f.n_series, g.n_series);
+    for (size_t i = 0; i < f.n_series; i++)
+        cr_assert_eq(memcmp(f.series[i].y, g.series[i].y, f.series[i].n * sizeof(double)), 0);
+    cr_assert_str_eq(f.title, "mine");
+    cr_assert_eq(f.key, SL_PLOT_KEY_BELOW);
+    sl_plot_figure_free(&f);
+    sl_plot_figure_free(&g);
+
+    /* Errors name the quantity, or the kind. */
+    rq.c.n = 2;
+    cr_assert_eq(sl_plot_make(&rq, &f), SL_EINPUT);
+    cr_assert(!strncmp(sl_errmsg(), "c: ", 3), "%s", sl_errmsg());
+    rq.kind = "mc-tokens";
+    cr_assert_eq(sl_plot_make(&rq, &f), SL_EINPUT);
+    cr_assert(!strncmp(sl_errmsg(), "family: ", 8), "%s", sl_errmsg());
+    rq.kind = "nonsense";
+    cr_assert_eq(sl_plot_make(&rq, &f), SL_EINPUT);
+    cr_assert(strstr(sl_errmsg(), "unknown kind 'nonsense'") && strstr(sl_errmsg(), "run-chen"), "%s", sl_errmsg());
+    const char *in[1] = {"x.h5"};
+    rq.kind = "verify-power";
+    rq.n_inputs = 1, rq.inputs = in;
+    cr_assert_eq(sl_plot_make(&rq, &f), SL_EINPUT);
+    cr_assert(strstr(sl_errmsg(), "takes no LOG"), "%s", sl_errmsg());
+    rq.kind = "run-speedup";
+    rq.n_inputs = 0;
+    cr_assert_eq(sl_plot_make(&rq, &f), SL_EINPUT);
+    cr_assert(strstr(sl_errmsg(), "at least one LOG"), "%s", sl_errmsg());
+    rq.n_inputs = 1;
+    in[0] = "label=/nonexistent/r.h5";
+    cr_assert_eq(sl_plot_make(&rq, &f), SL_EINPUT);
+    cr_assert(strstr(sl_errmsg(), "/nonexistent/r.h5") && !strstr(sl_errmsg(), "label"), "%s", sl_errmsg());
 }

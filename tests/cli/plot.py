@@ -8,7 +8,10 @@ another command (`speclab analyze --format json`, `speclab mc --format json`) at
 script reruns by hand and draws the figure again; a broken gnuplot (a fake one first on PATH) and
 a missing one give exit 2 with a one-line message, and leave no figure, no temporary file and no
 process behind; `-o -` and `--term dumb` draw text art. Logs are small synthetic ones from
-`speclab measure --synthetic noisy`."""
+`speclab measure --synthetic noisy`. The run kinds (run-speedup, run-chen) read run logs at
+gamma = 1, 2, 3 of two tiny random models (speclab model init, speclab run): their .dat holds the
+numbers of `speclab run --format json` for each log (and accepted drafts per iteration from the
+log itself, read with h5py)."""
 import json
 import os
 import shutil
@@ -339,6 +342,135 @@ def body(tmp):
     check(not os.path.exists(os.path.join(work, "mine.png")), "a refused figure is not drawn")
     rc, so, _ = run("plot", "--help")
     check(rc == 0 and "theory-optimal-gamma" in so and "--width" in so, "plot --help lists kinds and options")
+    check("run-speedup" in so and "run-chen" in so, "plot --help lists the run kinds")
+    run_kinds(tmp)
+
+
+def png_size(path):
+    """(width, height) from a PNG's IHDR chunk."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def run_kinds(tmp):
+    import h5py
+
+    d = os.path.join(tmp, "runs")
+    os.mkdir(d)
+    cfg = '{"vocab_size":4096,"n_layer":1,"n_head":4,"d_model":32,"d_ff":128,"max_seq_len":256}'
+    for name, seed, extra in (("t", "1", ["--tokenizer-json", "models/tokenizer.json"]), ("d", "2", [])):
+        rc, _, err = run("model", "init", "--arch", "gpt2", "--config", cfg, "--init-std", "0.2", "--out",
+                         os.path.join(d, name + ".st"), "--seed", seed, *extra)
+        check(rc == 0, f"model init {name}: {err.strip()}")
+    prompts = os.path.join(d, "p.txt")
+    with open("data/prompts/prose.txt", encoding="utf-8") as src, open(prompts, "w", encoding="utf-8") as dst:
+        dst.writelines(src.readlines()[:2])
+    run_args = ["run", "--target", os.path.join(d, "t.st"), "--draft", os.path.join(d, "d.st"), "--prompts", prompts,
+                "--tokens", "16", "--cost-reps", "2", "--boot", "100", "--format", "json"]
+    reports, logs = {}, {}
+    for g in (1, 2, 3):
+        logs[g] = os.path.join(d, f"r{g}.h5")
+        rc, out, err = run(*run_args, "--gamma", str(g), "--out", logs[g])
+        check(rc == 0, f"run gamma {g}: {err.strip()}")
+        reports[g] = json.loads(out) if rc == 0 else None
+    if any(r is None for r in reports.values()):
+        return
+    # Run again on a finished log: the report comes from the log alone, the same numbers.
+    rc, out, err = run(*run_args, "--gamma", "2", "--out", logs[2])
+    check(rc == 0 and json.loads(out) == reports[2], f"run on a finished log reports it again: {err.strip()}")
+    metric = {g: {m["metric"]: m for m in reports[g]["run"]} for g in reports}
+    split = {g: {t["component"]: t for t in reports[g]["time_split"]} for g in reports}
+
+    # Logs in any order, NAME=FILE or FILE; the report's bootstrap as speclab run's (--boot 100, seed 1).
+    inputs = [logs[3], "one=" + logs[1], logs[2]]
+    for kind in ("run-speedup", "run-chen"):
+        for ext in (".png", ".svg", ".pdf"):
+            out = os.path.join(d, kind + ext)
+            rc, so, err = run("plot", kind, *inputs, "--boot", "100", "-o", out)
+            check(rc == 0 and so == "", f"plot {kind} {ext}: rc {rc}: {err.strip()}")
+            check_figure(out, f"plot {kind} {ext}")
+
+    def rows_match(rows, values, what):
+        """rows [gamma, y, (lo, hi)] against values {gamma: (y, lo, hi) or (y,)}."""
+        check([r[0] for r in rows] == [1, 2, 3], f"{what}: one row per gamma, in order: {rows}")
+        for r in rows:
+            want = values[int(r[0])]
+            check(len(r) == 1 + len(want) and all(close(a, b) for a, b in zip(r[1:], want)),
+                  f"{what} gamma {int(r[0])}: {r[1:]} vs {want}")
+
+    def est(name, g):
+        m = metric[g][name]
+        return (m["value"], m["ci_lo"], m["ci_hi"])
+
+    bl = blocks(os.path.join(d, "run-speedup.dat"))
+    heads = [h for h, _ in bl]
+    check(len(bl) == 4 and "measured (errorbars)" in heads[0] and "Theorem 3.8" in heads[1] and "(band)" in heads[1]
+          and "E[N]/(γc + v(γ+1))" in heads[2] and "no speculation" in heads[3], f"run-speedup blocks: {heads}")
+    if len(bl) == 4:
+        rows_match(bl[0][1], {g: est("speedup", g) for g in (1, 2, 3)}, "run-speedup measured")
+        rows_match(bl[1][1], {g: est("predicted_thm38", g) for g in (1, 2, 3)}, "run-speedup Theorem 3.8")
+        rows_match(bl[2][1], {g: est("predicted_general", g) for g in (1, 2, 3)}, "run-speedup generalised")
+        check(all(r[1] == 1 for r in bl[3][1]), "run-speedup: the no-speculation line is at 1")
+
+    accepted = {}
+    for g in (1, 2, 3):
+        with h5py.File(logs[g], "r") as f:
+            acc = f["iterations/accepted"][:]
+        check(len(acc) == metric[g]["iterations"]["value"], f"run log gamma {g}: iterations")
+        accepted[g] = (acc.sum() / len(acc),)
+    per_iter = lambda comp: {g: (1e3 * split[g][comp]["seconds"] / metric[g]["iterations"]["value"],) for g in (1, 2, 3)}
+    bl = blocks(os.path.join(d, "run-chen.dat"))
+    want = [
+        ("speculative", {g: (1e3 * metric[g]["spec_time_per_token_s"]["value"],) for g in (1, 2, 3)}),
+        ("autoregressive", {g: (1e3 * metric[g]["ar_time_per_token_s"]["value"],) for g in (1, 2, 3)}),
+        ("emitted (measured)", {g: est("tokens_per_iteration", g) for g in (1, 2, 3)}),
+        ("E[N] at α̂", {g: est("expected_tokens", g) for g in (1, 2, 3)}),
+        ("drafts accepted", accepted),
+        ("total", per_iter("speculative_total")),
+        ("drafting", per_iter("drafting")),
+        ("verification", per_iter("verification")),
+    ]
+    check(len(bl) == len(want), f"run-chen: {len(want)} blocks, got {[h for h, _ in bl]}")
+    for (head, rows), (name, values) in zip(bl, want):
+        check(name in head, f"run-chen block {head!r} is {name}")
+        rows_match(rows, values, f"run-chen {name}")
+    with open(os.path.join(d, "run-chen.gp"), encoding="utf-8") as f:
+        gp = f.read()
+    check("set multiplot layout 1,3" in gp and "Chen et al." in gp and gp.count("\nplot ") == 3,
+          "run-chen: three panels side by side under one title")
+    with open(os.path.join(d, "run-chen.dat"), encoding="utf-8") as f:
+        dat = f.read()
+    check("# panel: Time per token" in dat and "# gamma ms_per_iteration" in dat, "run-chen.dat: panels and columns named")
+
+    # Full width by default; --width column stacks the panels; the script redraws by hand.
+    check(png_size(os.path.join(d, "run-chen.png")) == (1020, 510), f"run-chen: full width {png_size(os.path.join(d, 'run-chen.png'))}")
+    rc, _, err = run("plot", "run-chen", *inputs, "--width", "column", "--key", "off", "-o", os.path.join(d, "col.png"))
+    check(rc == 0 and png_size(os.path.join(d, "col.png")) == (495, 921), f"run-chen --width column: stacked: {err}")
+    with open(os.path.join(d, "col.gp"), encoding="utf-8") as f:
+        gp = f.read()
+    check("set multiplot layout 3,1" in gp and gp.count("unset key") == 3, "run-chen --width column --key off: 3 rows, no keys")
+    out = os.path.join(d, "run-chen.pdf")
+    os.unlink(out)
+    p = subprocess.run(["gnuplot", "run-chen.gp"], cwd=d, capture_output=True, text=True)
+    check(p.returncode == 0, f"gnuplot run-chen.gp: {p.stderr}")
+    check_figure(out, "rerun of run-chen.gp")
+    rc, so, err = run("plot", "run-chen", *inputs, "-o", "-")
+    check(rc == 0 and "Time per iteration" in so and "Tokens per iteration" in so, f"run-chen -o -: text art: {err}")
+
+    # Bad input: exit 2, one line.
+    meas = os.path.join(d, "m.h5")
+    run("measure", "--synthetic", "noisy", "--tokens", "16", "--sequences", "2", "--vocab", "64", "--out", meas)
+    cases = [
+        (["plot", "run-speedup", "-o", "x.png"], "at least one LOG"),
+        (["plot", "run-speedup", logs[1], "again=" + logs[1], "-o", "x.png"], "both have γ = 1"),
+        (["plot", "run-chen", meas, "-o", "x.png"], "not a run log"),
+        (["plot", "run-chen", logs[1], "--run", logs[2], "-o", "x.png"], "--run"),
+    ]
+    for args, want in cases:
+        rc, so, err = run(*args, cwd=d)
+        check(rc == 2 and want in err and len(err.strip().splitlines()) == 1 and so == "",
+              f"{' '.join(args[:3])}: exit 2 naming '{want}': rc {rc}, {err.strip()!r}")
 
 
 if __name__ == "__main__":
