@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sl_common.h"
 #include "sl_dist.h"
 #include "sl_mc.h"
 #include "sl_spec.h"
@@ -130,9 +131,10 @@ typedef struct {
  * sequence index); at every position p (target) and q (draft), already standardised by the models
  * under meta.sampling, are logged. Sequences are grouped into shards of meta.shard_sequences;
  * completed shards are skipped, so a rerun after a kill continues; OUT is assembled at the end.
- * Vocabulary mismatch between the models: SL_EINPUT. progress: print to stderr. */
+ * Vocabulary mismatch between the models: SL_EINPUT. progress (NULL = silent) is called after each sequence with (sequences
+ * done, sequences). */
 int sl_log_measure(sl_lm *target, sl_lm *draft, const sl_log_prompts *prompts, const sl_log_meta *meta,
-                   const sl_log_write_opts *o, const char *path, int progress);
+                   const sl_log_write_opts *o, const char *path, sl_progress_fn progress, void *progress_ctx);
 
 /* ---- reading ---- */
 

@@ -12,7 +12,7 @@
 /* ---- measuring through sl_lm ---- */
 
 int sl_log_measure(sl_lm *target, sl_lm *draft, const sl_log_prompts *pr, const sl_log_meta *meta_in,
-                   const sl_log_write_opts *o, const char *path, int progress)
+                   const sl_log_write_opts *o, const char *path, sl_progress_fn progress, void *progress_ctx)
 {
     if (target->vocab_size != draft->vocab_size)
         return sl_fail(SL_EINPUT, "vocabulary mismatch: the target has %zu tokens, the draft %zu", target->vocab_size,
@@ -35,6 +35,7 @@ int sl_log_measure(sl_lm *target, sl_lm *draft, const sl_log_prompts *pr, const 
         size_t first = k * S, n = pr->n - first < S ? pr->n - first : S;
         int done = 0;
         rc = sl_log_shard_done(w, k, n, pr->tokens + first, pr->len + first, &done);
+        if (!rc && done && progress) progress(progress_ctx, first + n, pr->n);
         if (rc || done) continue;
         rc = sl_log_shard_begin(w, k);
         for (size_t s = first; s < first + n && !rc; s++) {
@@ -52,11 +53,10 @@ int sl_log_measure(sl_lm *target, sl_lm *draft, const sl_log_prompts *pr, const 
                 if (!rc) rc = draft->extend(draft->self, &tok, 1, 1, q);
             }
             if (!rc) rc = sl_log_seq_end(w, 0, 0);
+            if (!rc && progress) progress(progress_ctx, s + 1, pr->n);
         }
         if (!rc) rc = sl_log_shard_commit(w);
-        if (!rc && progress) fprintf(stderr, "\rmeasure: shard %zu/%zu", k + 1, n_shards);
     }
-    if (progress) fprintf(stderr, "\n");
     if (!rc) rc = sl_log_assemble(w, n_shards);
     sl_log_writer_close(w);
     if (rng) gsl_rng_free(rng);

@@ -165,7 +165,7 @@ static int measure_models(const sl_measure_config *c, sl_log_meta *meta)
         snprintf(meta->source, sizeof meta->source, "models; prompts %s", prompts);
         meta->vocab_size = ht->vocab_size;
         sl_log_prompts lp = {pr->n, (const int32_t *const *)ids, len, NULL};
-        rc = sl_log_measure(&ht->lm, &hd->lm, &lp, meta, &c->write, c->out, c->progress);
+        rc = sl_log_measure(&ht->lm, &hd->lm, &lp, meta, &c->write, c->out, c->progress, c->progress_ctx);
     }
     for (size_t i = 0; ids && i < pr->n; i++) free(ids[i]);
     free(ids);
@@ -209,7 +209,7 @@ static int measure_synthetic(const sl_measure_config *c, sl_log_meta *meta)
     if (!rc) {
         sl_lm lt = sl_synth_lm_of(mt), ld = sl_synth_lm_of(md);
         sl_log_prompts lp = {pr.n, (const int32_t *const *)pr.tok, pr.len, NULL};
-        rc = sl_log_measure(&lt, &ld, &lp, meta, &c->write, c->out, c->progress);
+        rc = sl_log_measure(&lt, &ld, &lp, meta, &c->write, c->out, c->progress, c->progress_ctx);
     }
     sl_synth_free(mt);
     sl_synth_free(md);

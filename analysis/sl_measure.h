@@ -36,7 +36,8 @@ typedef struct {
     sl_log_dist dist;         /* float32 (default), float16, none */
     uint64_t shard_sequences; /* sequences per shard (default 16) */
     sl_log_write_opts write;  /* compression levels */
-    int progress;             /* progress on stderr */
+    sl_progress_fn progress;  /* after each sequence: (sequences done, sequences); NULL = silent */
+    void *progress_ctx;
 } sl_measure_config;
 
 /* The defaults above (synthetic noisy pair, no output path, tokens 0 = not set). */

@@ -433,6 +433,7 @@ int sl_run_experiment(const sl_run_config *o)
         size_t first = k * S, n = n_seq - first < S ? n_seq - first : S;
         int is_done = 0;
         rc = sl_log_shard_done(w, k, n, (const int32_t *const *)pids + first, plen + first, &is_done);
+        if (!rc && is_done && o->progress) o->progress(o->progress_ctx, first + n, n_seq);
         if (rc || is_done) continue;
         rc = sl_log_shard_begin(w, k);
         for (size_t s = first; s < first + n && !rc; s++) {
@@ -465,9 +466,9 @@ int sl_run_experiment(const sl_run_config *o)
             if (!rc) rc = sl_log_seq_set_generated(w, n_out);
             if (!rc) rc = sl_log_seq_end(w, mode, wall);
             if (!rc && tf) rc = write_tokens(tf, (long)s, mode, out, n_out);
+            if (!rc && o->progress) o->progress(o->progress_ctx, s + 1, n_seq);
         }
         if (!rc) rc = sl_log_shard_commit(w);
-        if (!rc && o->progress) o->progress(o->progress_ctx, k + 1, n_shards);
     }
     if (!rc) rc = sl_log_assemble(w, n_shards);
     if (tf) {

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sl_common.h"
 #include "sl_dist.h"
 #include "sl_lm_open.h"
 #include "sl_model.h"
@@ -76,8 +77,9 @@ typedef struct {
     const char *tokens_out;  /* NULL, or a file for the token ids of the sequences decoded now */
     const char *out;         /* the run log */
 
-    /* Called after each shard decoded now (shard = 1-based index); NULL = silent. */
-    void (*progress)(void *ctx, size_t shard, size_t n_shards);
+    /* Called after each decoded sequence with (sequences done, 2 x prompts): every prompt is
+     * decoded twice, speculatively and autoregressively. NULL = silent. */
+    sl_progress_fn progress;
     void *progress_ctx;
 } sl_run_config;
 

@@ -109,6 +109,7 @@ int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t
     for (size_t r = 0; r < replications; r++) {
         sl_verify_opts ro = *o;
         ro.seed = o->seed + r;
+        ro.progress = NULL; /* counted in replications below */
         sl_verify_result *s;
         if ((rc = sl_verify_run(plan, &ro, &s))) goto done;
         if (r == 0) {
@@ -117,6 +118,7 @@ int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t
         }
         for (size_t i = 0; i < u->n_rows; i++) pv[i * replications + r] = s->test[i].p_random;
         sl_verify_result_free(s);
+        if (o->progress) o->progress(o->progress_ctx, r + 1, replications);
     }
     for (size_t i = 0; i < u->n_rows; i++) {
         /* Replications without data for this test (NaN) are left out. */
@@ -241,7 +243,7 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_verify_res
     sum->max_freq_ratio = NAN;
     sl_mc_opts mo = {N, o->seed, o->threads, tok, nem, 1}; /* the sampler's own code */
     sl_mc_result res;
-    if ((rc = sl_mc_run(plan, &mo, &res))) goto done;
+    if ((rc = sl_mc_run_progress(plan, &mo, o->progress, o->progress_ctx, &res))) goto done;
     sum->tokens = res.tokens;
     /* ---- counts ---- */
     size_t idx_first = 0, idx_k = 0, idx_bonus = 0, idx_rej = 0, idx_all = SIZE_MAX, idx_joint[4] = {0, 0, SIZE_MAX, SIZE_MAX};

@@ -47,9 +47,12 @@ typedef struct {
     double tv_delta;  /* deviation for the power statement (default 0.05) */
     int two_sample;   /* 1: homogeneity against plain target samples instead of the known pmf */
     size_t mc_sims;   /* Monte Carlo multinomial draws for small counts (default 20000) */
+    sl_progress_fn progress; /* (sampler iterations done, iterations); in sl_verify_uniformity,
+                                (replications done, replications). NULL = silent */
+    void *progress_ctx;
 } sl_verify_opts;
 
-#define SL_VERIFY_OPTS_DEFAULT ((sl_verify_opts){200000, 1, 0, 0.01, 0.05, 0, 20000})
+#define SL_VERIFY_OPTS_DEFAULT ((sl_verify_opts){200000, 1, 0, 0.01, 0.05, 0, 20000, NULL, NULL})
 
 #define SL_VERIFY_MAX_TESTS (2 * SL_SPEC_GAMMA_MAX + 8)
 

@@ -105,6 +105,11 @@ int sl_isfinite(double x);
 /* Monotonic wall clock in seconds. */
 double sl_now_s(void);
 
+/* Progress of a long library call: done of total items (sequences, prompts, iterations, steps)
+ * are finished. The library calls it between items, from one thread at a time, and never prints;
+ * the CLI decides what to show (sl_cli_progress). A NULL callback means silent. */
+typedef void (*sl_progress_fn)(void *ctx, size_t done, size_t total);
+
 /* Writes to a temporary file beside path and renames it into place on close, so a crash or
  * kill never leaves a half-written file and never destroys the earlier version. */
 typedef struct {

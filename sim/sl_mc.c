@@ -553,7 +553,25 @@ __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl
     }
 }
 
+/* Counts a finished block; thread 0 alone calls the callback, so it never runs twice at once. */
+static void mc_progress(sl_progress_fn progress, void *ctx, size_t *blocks_done, size_t N)
+{
+    size_t d;
+#pragma omp atomic capture
+    d = ++*blocks_done;
+    if (omp_get_thread_num() == 0) {
+        size_t it = d * SL_MC_BLOCK;
+        progress(ctx, it < N ? it : N, N);
+    }
+}
+
 int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
+{
+    return sl_mc_run_progress(pl, o, NULL, NULL, res);
+}
+
+int sl_mc_run_progress(const sl_mc_plan *pl, const sl_mc_opts *o, sl_progress_fn progress, void *progress_ctx,
+                       sl_mc_result *res)
 {
     memset(res, 0, sizeof *res);
     if (o->iterations < 1) return sl_fail(SL_EINPUT, "iterations: %zu, expected >= 1", o->iterations);
@@ -568,6 +586,7 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
     res->gamma = gamma;
     res->iterations = N;
     double t0 = sl_now_s();
+    size_t blocks_done = 0;
 
 #pragma omp parallel num_threads(nt)
     {
@@ -588,6 +607,7 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
             size_t tb = b * SL_MC_BLOCK, te = tb + SL_MC_BLOCK < N ? tb + SL_MC_BLOCK : N;
             if (fused) {
                 fused_block(pl, o, tb, te, fb, hist);
+                if (progress) mc_progress(progress, progress_ctx, &blocks_done, N);
                 continue;
             }
             sl_rand_rng_reseed(&rr, o->seed, b);
@@ -623,6 +643,7 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
                 }
                 if (o->n_emitted) o->n_emitted[t] = (uint8_t)k;
             }
+            if (progress) mc_progress(progress, progress_ctx, &blocks_done, N);
         }
 #pragma omp critical(sl_mc_reduce)
         {
@@ -639,6 +660,7 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
         if (rr.draft) sl_rand_rng_free(&rr);
     }
     res->elapsed_s = sl_now_s() - t0;
+    if (progress && !status) progress(progress_ctx, N, N);
     /* Everything else follows from the histogram of N = n_accepted + 1: position i (0-based) was
      * tested by the iterations with N >= i + 1 and accepted by those with N >= i + 2. */
     uint64_t tail = 0;

@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sl_common.h"
 #include "sl_dist.h"
 #include "sl_spec.h"
 
@@ -144,6 +145,10 @@ typedef struct {
 } sl_mc_result;
 
 int sl_mc_run(const sl_mc_plan *plan, const sl_mc_opts *o, sl_mc_result *res);
+/* The same, calling progress(ctx, iterations done, iterations) after blocks of SL_MC_BLOCK, from
+ * one thread (NULL = silent). The callback stays out of sl_mc_opts, which callers fill by position. */
+int sl_mc_run_progress(const sl_mc_plan *plan, const sl_mc_opts *o, sl_progress_fn progress, void *progress_ctx,
+                       sl_mc_result *res);
 
 /* ---- predictions ---- */
 

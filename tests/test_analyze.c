@@ -170,7 +170,7 @@ Test(analyze, measure_log_against_naive)
     m.dist = SL_LOG_DIST_F32;
     m.tokens_per_sequence = N;
     m.shard_sequences = 3;
-    cr_assert_eq(sl_log_measure(&lt, &ld, &pr, &m, NULL, path, 0), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(sl_log_measure(&lt, &ld, &pr, &m, NULL, path, NULL, NULL), SL_OK, "%s", sl_errmsg());
     sl_analyze_opts o;
     sl_analyze_opts_init(&o);
     o.gamma_max = G;
@@ -285,7 +285,7 @@ Test(analyze, recommend_result_against_analyze)
     sl_log_meta_init(&m, SL_LOG_MEASURE);
     m.dist = SL_LOG_DIST_NONE;
     m.tokens_per_sequence = 60;
-    cr_assert_eq(sl_log_measure(&lt, &ld, &pr, &m, NULL, path, 0), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(sl_log_measure(&lt, &ld, &pr, &m, NULL, path, NULL, NULL), SL_OK, "%s", sl_errmsg());
 
     sl_theory_vcost vc;
     cr_assert_eq(sl_theory_vcost_linear(&vc, 0.02), SL_OK);

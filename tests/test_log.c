@@ -202,7 +202,7 @@ Test(log, direct_chunks_equal_naive)
         sl_log_meta_init(&m, SL_LOG_MEASURE);
         m.dist = d ? SL_LOG_DIST_F16 : SL_LOG_DIST_F32;
         m.tokens_per_sequence = 150;
-        cr_assert_eq(sl_log_measure(&lt, &ld, &pr, &m, NULL, path[2 + d], 0), SL_OK, "%s", sl_errmsg());
+        cr_assert_eq(sl_log_measure(&lt, &ld, &pr, &m, NULL, path[2 + d], NULL, NULL), SL_OK, "%s", sl_errmsg());
     }
     sl_synth_free(mt);
     sl_synth_free(md);
@@ -367,7 +367,7 @@ Test(log, run_log_from_spec_decode)
     sl_log_meta_init(&mm, SL_LOG_MEASURE);
     mm.tokens_per_sequence = 60;
     mm.dist = SL_LOG_DIST_NONE;
-    cr_assert_eq(sl_log_measure(&lt, &ld, &pr, &mm, NULL, mpath, 0), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(sl_log_measure(&lt, &ld, &pr, &mm, NULL, mpath, NULL, NULL), SL_OK, "%s", sl_errmsg());
     o.run_path = path;
     cr_assert_eq(sl_analyze_file(mpath, &o, &res), SL_OK, "%s", sl_errmsg());
     cr_assert(res.have_run);

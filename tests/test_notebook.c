@@ -118,7 +118,7 @@ static void small_log(const char *path)
     snprintf(m.draft_name, sizeof m.draft_name, "synthetic-draft:noisy");
     snprintf(m.source, sizeof m.source, "synthetic:noisy vocab=64 noise=1 draft_temperature=1.5 context=4096");
     m.vocab_size = 64;
-    cr_assert_eq(sl_log_measure(&lt, &ld, &pr, &m, NULL, path, 0), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(sl_log_measure(&lt, &ld, &pr, &m, NULL, path, NULL, NULL), SL_OK, "%s", sl_errmsg());
     sl_synth_free(mt);
     sl_synth_free(md);
 }

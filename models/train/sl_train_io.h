@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "sl_common.h"
 #include "sl_train.h"
 
 /* Writes m as a FORMAT.md gpt2 safetensors file (f16 != 0: F16 tensors) atomically. training_json
@@ -65,7 +66,8 @@ typedef struct {
     uint64_t stop_at;      /* stop after this step with a checkpoint, without export (0: never) */
     volatile sig_atomic_t *interrupted; /* set by a signal handler: checkpoint and stop */
     FILE *out;             /* log rows go here too (stdout), or NULL */
-    int progress;          /* a progress line on stderr (when it is a terminal) */
+    sl_progress_fn progress; /* after each optimiser step: (steps done, steps); NULL = silent */
+    void *progress_ctx;
     const char *backend;   /* NULL or "cpu": sl_train.c; "cuda", "cuda-emu": sl_train_gpu.h */
 } sl_train_run_opts;
 

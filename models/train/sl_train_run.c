@@ -371,7 +371,7 @@ int sl_train_run(const sl_train_run_opts *o)
     uint64_t eval_every = o->eval_every ? o->eval_every : h->steps;
     uint64_t ckpt_every = o->ckpt_every ? o->ckpt_every : eval_every;
     int eval_batches = o->eval_batches > 0 ? o->eval_batches : 8;
-    double t0 = sl_now_s(), wall0 = st.wall_s, last_progress = 0;
+    double t0 = sl_now_s(), wall0 = st.wall_s;
     uint64_t tokens0 = st.tokens_seen;
     eval_result ev = {NAN, NAN, NAN};
     while (st.step < h->steps) {
@@ -408,13 +408,7 @@ int sl_train_run(const sl_train_run_opts *o)
         double now = sl_now_s();
         st.wall_s = wall0 + (now - t0);
         int last = st.step == h->steps;
-        if (o->progress && (now - last_progress > 1.0 || last)) {
-            double tps = (double)(st.tokens_seen - tokens0) / fmax(now - t0, 1e-9);
-            double eta = (double)(h->steps - st.step) * h->batch * h->seq * h->accum / fmax(tps, 1e-9);
-            fprintf(stderr, "\rstep %llu/%llu  loss %.4f  lr %.3g  %.0f tokens/s  eta %.0f s   %s",
-                    (unsigned long long)st.step, (unsigned long long)h->steps, loss, lr, tps, eta, last ? "\n" : "");
-            last_progress = now;
-        }
+        if (o->progress) o->progress(o->progress_ctx, (size_t)st.step, (size_t)h->steps);
         int stop = (o->stop_at && st.step >= o->stop_at) || (o->interrupted && *o->interrupted);
         if (st.step % eval_every == 0 || last) {
             if ((rc = evaluate(&rm, teacher ? &rt : NULL, valid, B, T, eval_batches, inputs, targets, &ev))) goto done;

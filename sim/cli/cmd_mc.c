@@ -71,6 +71,8 @@ int sl_cmd_mc(int argc, char **argv)
                 "run every iteration through sl_spec_draft/sl_spec_verify instead of the fused loop (same output, slower)");
     sl_cli_int(&c, "threads", "T", &threads, 0, 1024, "OpenMP threads, 0 = all (default 0); output is identical for any T");
     sl_cli_group_format(&c, &fmt);
+    int quiet = 0;
+    sl_cli_group_quiet(&c, &quiet);
     int rc = sl_cli_parse(&c, argc, argv, 0);
     if (rc == -1) return 0;
     if (rc) return rc;
@@ -86,11 +88,13 @@ int sl_cmd_mc(int argc, char **argv)
     if ((rc = sl_mc_family_rows(&fp, &rows))) goto done;
     sl_mc_source src = sl_mc_rows_source(rows);
     if ((rc = sl_mc_plan_alloc(&src, fp.gamma, &cfg, &plan))) goto done;
+    sl_cli_progress pg;
+    sl_cli_progress_init(&pg, "mc", "iterations", quiet);
     sl_mc_opts o = {iterations, fp.seed, threads, NULL, NULL, reference};
     sl_mc_result res;
-    if ((rc = sl_mc_run(plan, &o, &res))) goto done;
-    if (sl_cli_progress_enabled())
-        fprintf(stderr, "mc: %zu iterations in %.3f s\n", res.iterations, res.elapsed_s);
+    rc = sl_mc_run_progress(plan, &o, sl_cli_progress_fn(&pg), &pg, &res);
+    sl_cli_progress_end(&pg);
+    if (rc) goto done;
     sl_mc_prediction pred;
     sl_mc_predict(plan, res.iterations, &pred);
     if (!(tables[0] = run_table(&fp, &cfg, iterations, &pred, &costs, confidence))) {

@@ -64,6 +64,8 @@ int sl_cmd_measure(int argc, char **argv)
     sl_cli_int(&c, "dist-deflate", "L", &m.write.dist_level, 0, 9, "compression level of distributions (default 1)");
     sl_cli_string(&c, "out", "OUT.h5", &m.out, "output file (required)");
     sl_cli_group_format(&c, &fmt);
+    int quiet = 0;
+    sl_cli_group_quiet(&c, &quiet);
     int rc = sl_cli_parse(&c, argc, argv, 0);
     if (rc == -1) return 0;
     if (rc) return rc;
@@ -80,10 +82,15 @@ int sl_cmd_measure(int argc, char **argv)
     }
     if (!sl_cli_given(&c, "tokens")) return sl_fail(SL_EINPUT, "--tokens is required");
     if (!m.out) return sl_fail(SL_EINPUT, "--out is required");
-    m.progress = sl_cli_progress_enabled();
+    sl_cli_progress pg;
+    sl_cli_progress_init(&pg, "measure", "sequences", quiet);
+    m.progress = sl_cli_progress_fn(&pg);
+    m.progress_ctx = &pg;
     sl_measure_result *r = NULL;
     sl_table *t = NULL;
-    if (!(rc = sl_measure_run(&m, &r)) && !(rc = sl_measure_report(r, &t))) rc = sl_table_write(t, stdout, fmt);
+    rc = sl_measure_run(&m, &r);
+    sl_cli_progress_end(&pg);
+    if (!rc && !(rc = sl_measure_report(r, &t))) rc = sl_table_write(t, stdout, fmt);
     sl_table_free(t);
     sl_measure_result_free(r);
     return rc;

@@ -34,6 +34,7 @@ typedef struct {
     sl_run_config run;
     sl_run_report_config report;
     sl_format fmt;
+    int quiet;
 } run_opts;
 
 /* Registers every option into c, bound to o (defaults set first). */
@@ -74,13 +75,7 @@ static void declare(sl_cli *c, run_opts *o)
     sl_cli_string(c, "out", "RUN.h5", &r->out, "run log");
     c->opt[c->n - 1].flags |= SL_OPT_REQUIRED;
     sl_cli_group_format(c, &o->fmt);
-}
-
-/* "\rrun: shard k/n" on stderr; *(int *)ctx records that a line was started. */
-static void progress(void *ctx, size_t shard, size_t n_shards)
-{
-    *(int *)ctx = 1;
-    fprintf(stderr, "\rrun: shard %zu/%zu", shard, n_shards);
+    sl_cli_group_quiet(c, &o->quiet);
 }
 
 /* The report of the log at path, printed in fmt. */
@@ -127,10 +122,12 @@ int sl_cmd_run(int argc, char **argv)
     r->target = mt;
     r->draft = hd;
     r->tok = tok;
-    int shown = 0;
-    if (sl_cli_progress_enabled()) r->progress = progress, r->progress_ctx = &shown;
+    sl_cli_progress pg;
+    sl_cli_progress_init(&pg, "run", "sequences", o.quiet);
+    r->progress = sl_cli_progress_fn(&pg);
+    r->progress_ctx = &pg;
     rc = sl_run_experiment(r);
-    if (shown) fprintf(stderr, "\n");
+    sl_cli_progress_end(&pg);
     if (!rc) rc = print_report(r->out, &o.report, o.fmt);
 done:
     if (tok) sl_tok_free(tok);

@@ -123,6 +123,8 @@ int sl_train_cli(int argc, char **argv, int distill)
     sl_cli_long(&c, "stop-at", "STEP", &stop_at, 1, 1000000000L, "stop after this step with a checkpoint, no export");
     sl_cli_custom(&c, "backend", "B", &o.backend, parse_backend,
                   "cpu (default), cuda (build/libsl_train_cuda.so or $SL_CUDA_LIB) or cuda-emu (the CUDA code on the CPU)");
+    int quiet = 0;
+    sl_cli_group_quiet(&c, &quiet);
     int rc = sl_cli_parse(&c, argc, argv, 0);
     if (rc) return rc < 0 ? 0 : rc;
     if (!o.config_json && !o.init_path) return sl_fail(SL_EINPUT, "--config JSON (or --init MODEL) is required");
@@ -134,8 +136,13 @@ int sl_train_cli(int argc, char **argv, int distill)
     sl_train_run_opts_derive(&o, sl_cli_given(&c, "warmup"));
     if (threads) omp_set_num_threads(threads);
     o.out = stdout;
-    o.progress = sl_cli_progress_enabled();
-    return run_interruptible(&o);
+    sl_cli_progress pg;
+    sl_cli_progress_init(&pg, distill ? "distill" : "train", "steps", quiet);
+    o.progress = sl_cli_progress_fn(&pg);
+    o.progress_ctx = &pg;
+    rc = run_interruptible(&o);
+    sl_cli_progress_end(&pg);
+    return rc;
 }
 
 int sl_cmd_train(int argc, char **argv) { return sl_train_cli(argc, argv, 0); }

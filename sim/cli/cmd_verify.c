@@ -111,6 +111,8 @@ int sl_cmd_verify(int argc, char **argv)
                 "Monte Carlo multinomial draws for small counts (default 20000)");
     sl_cli_int(&c, "threads", "T", &vo.threads, 0, 1024, "OpenMP threads, 0 = all; output is identical for any T");
     sl_cli_group_format(&c, &fmt);
+    int quiet = 0;
+    sl_cli_group_quiet(&c, &quiet);
     int rc = sl_cli_parse(&c, argc, argv, 0);
     sl_mc_plan *plan = NULL;
     sl_table *tables[3] = {0};
@@ -142,16 +144,24 @@ int sl_cmd_verify(int argc, char **argv)
         goto out;
     }
     if ((rc = make_plan(&p, &q, &fp, &cfg, &plan))) goto out;
+    sl_cli_progress pg;
+    sl_cli_progress_init(&pg, "verify", reps > 0 ? "replications" : "iterations", quiet);
+    vo.progress = sl_cli_progress_fn(&pg);
+    vo.progress_ctx = &pg;
     if (reps > 0) {
         /* Self-check: are the p-values uniform under this sampler? */
         sl_verify_uniformity_result *u = NULL;
-        if (!(rc = sl_verify_uniformity(plan, &vo, reps, &u)) && !(rc = sl_verify_uniformity_report(u, &tables[0])))
+        rc = sl_verify_uniformity(plan, &vo, reps, &u);
+        sl_cli_progress_end(&pg);
+        if (!rc && !(rc = sl_verify_uniformity_report(u, &tables[0])))
             rc = write_tables(tables, nt = 1, fmt);
         sl_verify_uniformity_free(u);
         goto out;
     }
     sl_verify_result *res = NULL;
-    if (!(rc = sl_verify_run(plan, &vo, &res)) && !(rc = sl_verify_report(res, tables, &nt)) &&
+    rc = sl_verify_run(plan, &vo, &res);
+    sl_cli_progress_end(&pg);
+    if (!rc && !(rc = sl_verify_report(res, tables, &nt)) &&
         !(rc = write_tables(tables, nt, fmt)) && res->rejected)
         rc = sl_fail(SL_EFAIL, "not lossless: %zu of %zu tests rejected at family-wise level %g (min Holm p = %.3g)",
                      res->n_rejected, res->n_tests, vo.level, res->min_p_holm);

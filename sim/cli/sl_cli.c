@@ -385,3 +385,67 @@ const char *sl_cli_flag_for(const char *quantity, char *buf, size_t n)
     }
     return NULL;
 }
+
+/* ---- progress lines ---- */
+
+void sl_cli_progress_init(sl_cli_progress *p, const char *label, const char *unit, int quiet)
+{
+    memset(p, 0, sizeof *p);
+    p->label = label;
+    p->unit = unit;
+    p->on = !quiet && sl_cli_progress_enabled();
+    p->start_s = sl_now_s();
+}
+
+/* "1 h 02 min", "3 min 05 s", "12 s", "2.4 s": short enough for one line. */
+static void format_duration(double s, char *buf, size_t n)
+{
+    long t = (long)(s + 0.5);
+    if (s < 9.95) snprintf(buf, n, "%.1f s", s);
+    else if (t >= 3600) snprintf(buf, n, "%ld h %02ld min", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(buf, n, "%ld min %02ld s", t / 60, t % 60);
+    else snprintf(buf, n, "%ld s", t);
+}
+
+void sl_cli_progress_cb(void *ctx, size_t done, size_t total)
+{
+    sl_cli_progress *p = ctx;
+    if (!p->on) return;
+    double now = sl_now_s(), elapsed = now - p->start_s;
+    int last = done >= total;
+    if (!p->called) {
+        p->called = 1;
+        p->first_s = now;
+        p->first_done = done;
+    }
+    if (!last && p->open && now - p->last_s < 0.1) return; /* at most ~10 redraws a second */
+    p->last_s = now;
+    char left[32] = "?";
+    double rate = done > p->first_done && now > p->first_s ? (double)(done - p->first_done) / (now - p->first_s)
+                  : elapsed > 0                            ? (double)done / elapsed
+                                                           : 0;
+    if (last) format_duration(elapsed, left, sizeof left);
+    else if (rate > 0) format_duration((double)(total - done) / rate, left, sizeof left);
+    /* \033[K clears what a longer earlier line left behind (stderr is a terminal here). */
+    fprintf(stderr, "\r%s: %zu/%zu %s  %.*f %s/s  %s %s\033[K", p->label, done, total, p->unit,
+            rate < 10 ? 2 : rate < 1000 ? 1 : 0, rate, p->unit, left, last ? "elapsed" : "left");
+    p->open = 1;
+    if (last) {
+        fputc('\n', stderr);
+        p->open = 0;
+    }
+    fflush(stderr);
+}
+
+sl_progress_fn sl_cli_progress_fn(const sl_cli_progress *p) { return p->on ? sl_cli_progress_cb : NULL; }
+
+void sl_cli_progress_end(sl_cli_progress *p)
+{
+    if (p->open) fputc('\n', stderr);
+    p->open = 0;
+}
+
+void sl_cli_group_quiet(sl_cli *c, int *quiet)
+{
+    sl_cli_flag(c, "quiet", quiet, "no progress line on stderr (shown only when stderr is a terminal)");
+}

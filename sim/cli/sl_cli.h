@@ -136,4 +136,31 @@ int sl_cli_sweep(const char *flag, const char *s, double **vals, size_t *n);
 /* True when stderr is a terminal: progress goes to stderr only then. */
 int sl_cli_progress_enabled(void);
 
+/* ---- progress lines ----
+ * One line on stderr, "measure: 12/16 sequences  3.1 sequences/s  1 s left", rewritten in place
+ * with \r at most 10 times a second and ended with a newline when done reaches total (or by
+ * sl_cli_progress_end after a failure). Shown only when stderr is a terminal and --quiet was not
+ * given; results on stdout are never touched. sl_cli_progress_cb matches the library's
+ * sl_progress_fn: pass it with the struct as ctx, or pass sl_cli_progress_fn(p), NULL when off. */
+typedef struct {
+    const char *label; /* "measure" */
+    const char *unit;  /* "sequences" */
+    int on;            /* stderr is a terminal and not --quiet */
+    double start_s;    /* sl_now_s() at init */
+    double last_s;     /* last time the line was drawn */
+    double first_s;    /* the first callback: the rate counts from it, so that work a resumed run */
+    size_t first_done; /* skipped at once does not inflate it */
+    int called;        /* first_s and first_done are set */
+    int open;          /* a line was drawn and not yet ended */
+} sl_cli_progress;
+
+void sl_cli_progress_init(sl_cli_progress *p, const char *label, const char *unit, int quiet);
+void sl_cli_progress_cb(void *ctx, size_t done, size_t total);
+/* The callback to hand the library: sl_cli_progress_cb when p is on, NULL (silent) otherwise. */
+sl_progress_fn sl_cli_progress_fn(const sl_cli_progress *p);
+/* Ends a line left open (work that failed or stopped before total). */
+void sl_cli_progress_end(sl_cli_progress *p);
+/* --quiet: no progress line on stderr. */
+void sl_cli_group_quiet(sl_cli *c, int *quiet);
+
 #endif
