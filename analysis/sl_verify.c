@@ -89,7 +89,12 @@ void sl_verify_result_free(sl_verify_result *r)
     free(r);
 }
 
-void sl_verify_uniformity_free(sl_verify_uniformity_result *r) { free(r); }
+void sl_verify_uniformity_free(sl_verify_uniformity_result *r)
+{
+    if (!r) return;
+    free(r->p_values);
+    free(r);
+}
 
 int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t replications,
                          sl_verify_uniformity_result **out)
@@ -132,6 +137,7 @@ int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t
                 rej += x[r] <= o->level;
             }
         k->replications = m;
+        k->p = x;
         k->ks_d = k->ks_p = k->mean_p = k->rejected_fraction = NAN;
         if (m < 2) continue;
         if ((rc = sl_stats_ks_uniform(x, m, &k->ks_d, &k->ks_p))) goto done;
@@ -139,6 +145,8 @@ int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t
         k->rejected_fraction = rej / (double)m;
         u->ks_min_p = fmin(u->ks_min_p, k->ks_p);
     }
+    u->p_values = pv; /* the rows' p point into it */
+    pv = NULL;
     *out = u;
     u = NULL;
 done:

@@ -123,6 +123,9 @@ typedef struct {
     double ks_d, ks_p;    /* NaN when fewer than 2 */
     double mean_p;
     double rejected_fraction; /* of raw p-values <= level */
+    const double *p;      /* (replications) this test's p_random values in replication order
+                             (seed, seed+1, ...), those without data left out; not sorted.
+                             Points into the result's p_values. */
 } sl_verify_ks;
 
 typedef struct {
@@ -131,6 +134,8 @@ typedef struct {
     size_t n_rows;
     sl_verify_ks row[SL_VERIFY_MAX_TESTS]; /* (n_rows) */
     double ks_min_p;      /* the smallest KS p-value (1 when none) */
+    double *p_values;     /* (SL_VERIFY_MAX_TESTS, replications): owns every row's p; freed by
+                             sl_verify_uniformity_free */
 } sl_verify_uniformity_result;
 
 int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t replications,

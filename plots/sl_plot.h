@@ -29,6 +29,7 @@
 #include "sl_mc.h"
 #include "sl_run.h"
 #include "sl_theory.h"
+#include "sl_verify.h"
 
 /* ---- the figure model ---- */
 
@@ -213,6 +214,13 @@ typedef struct {
 
 void sl_plot_power_config_init(sl_plot_power_config *cfg); /* delta 0.005,0.01,0.02,0.05; df 7; level 0.05 */
 int sl_plot_verify_power(const sl_plot_power_config *cfg, sl_plot_figure *out);
+
+/* The verifier's self-calibration (sl_verify_uniformity): for each test with data, its m sorted
+ * p-values against the uniform quantiles (i - 0.5)/m, i = 1..m (points, keyed with the test's KS
+ * p-value); the diagonal y = x (dashed); and the pointwise 95% band of the i-th order statistic of
+ * m uniforms, the Beta(i, m - i + 1) quantiles 0.025 and 0.975 (one band per distinct m, filled,
+ * its line on the diagonal). Tests with fewer than 2 p-values are left out. */
+int sl_plot_verify_qq(const sl_verify_uniformity_result *res, sl_plot_figure *out);
 
 /* Run logs (sl_plot_run.c): rep (n) the reports of run logs of one pair at different γ (one log
  * per γ, in any order; two logs with the same γ are refused), names (n) their labels in messages.

@@ -7,7 +7,10 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <gsl/gsl_cdf.h>
 
 #include "sl_common.h"
 #include "sl_plot.h"
@@ -585,4 +588,84 @@ int sl_plot_verify_power(const sl_plot_power_config *cfg, sl_plot_figure *out)
         return SL_EFAIL;
     }
     return SL_OK;
+}
+
+/* ---- verifier self-calibration ---- */
+
+static int cmp_p(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The pointwise 95% band of the order statistics of m uniforms, drawn around the diagonal. */
+static int qq_band(sl_plot_figure *f, size_t m)
+{
+    sl_plot_series *s = sl_plot_add_series(f, "", SL_PLOT_BAND, m, 1);
+    if (!s) return SL_EFAIL;
+    for (size_t i = 1; i <= m; i++) {
+        double a = (double)i, b = (double)(m - i + 1);
+        s->x[i - 1] = s->y[i - 1] = ((double)i - 0.5) / (double)m;
+        s->y_lo[i - 1] = gsl_cdf_beta_Pinv(0.025, a, b);
+        s->y_hi[i - 1] = gsl_cdf_beta_Pinv(0.975, a, b);
+    }
+    s->colour = 6;
+    s->dashed = 1;
+    return SL_OK;
+}
+
+int sl_plot_verify_qq(const sl_verify_uniformity_result *res, sl_plot_figure *out)
+{
+    sl_plot_figure_init(out);
+    size_t n_drawn = 0, n_bands = 0, band_m[SL_VERIFY_MAX_TESTS];
+    for (size_t t = 0; t < res->n_rows; t++) {
+        const sl_verify_ks *k = &res->row[t];
+        if (k->replications < 2) continue;
+        if (!k->p) return sl_fail(SL_EINPUT, "verify-qq: test '%s' holds no p-values", k->test);
+        for (size_t r = 0; r < k->replications; r++)
+            if (!(k->p[r] >= 0 && k->p[r] <= 1))
+                return sl_fail(SL_EINPUT, "verify-qq: test '%s', p-value %zu is %g, expected [0, 1]", k->test, r, k->p[r]);
+        size_t j = 0;
+        while (j < n_bands && band_m[j] != k->replications) j++;
+        if (j == n_bands) band_m[n_bands++] = k->replications;
+        n_drawn++;
+    }
+    if (n_drawn == 0) return sl_fail(SL_EINPUT, "verify-qq: no test has 2 or more p-values");
+    if (n_drawn + n_bands + 1 > SL_PLOT_MAX_SERIES)
+        return sl_fail(SL_EINPUT, "verify-qq: %zu tests and %zu bands; a figure holds %d series", n_drawn, n_bands,
+                       SL_PLOT_MAX_SERIES);
+    snprintf(out->title, sizeof out->title, "Verifier self-calibration: p-value QQ (%zu replications)", res->replications);
+    snprintf(out->xlabel, sizeof out->xlabel, "uniform quantile");
+    snprintf(out->ylabel, sizeof out->ylabel, "p-value (sorted)");
+    snprintf(out->xcol, sizeof out->xcol, "uniform_quantile");
+    snprintf(out->ycol, sizeof out->ycol, "p_value");
+    out->xmin = out->ymin = 0;
+    out->xmax = out->ymax = 1;
+    out->key = SL_PLOT_KEY_TOP_LEFT;
+    int rc = SL_OK;
+    for (size_t j = 0; j < n_bands && !rc; j++) rc = qq_band(out, band_m[j]);
+    sl_plot_series *d = rc ? NULL : sl_plot_add_series(out, "y = x, pointwise 95% band", SL_PLOT_LINES, 2, 0);
+    if (!rc && !d) rc = SL_EFAIL;
+    if (d) {
+        d->x[0] = d->y[0] = 0;
+        d->x[1] = d->y[1] = 1;
+        d->colour = 6;
+        d->dashed = 1;
+    }
+    for (size_t t = 0; t < res->n_rows && !rc; t++) {
+        const sl_verify_ks *k = &res->row[t];
+        if (k->replications < 2) continue;
+        char name[128];
+        snprintf(name, sizeof name, "%s (KS p = %.3g)", k->test, k->ks_p);
+        sl_plot_series *s = sl_plot_add_series(out, name, SL_PLOT_POINTS, k->replications, 0);
+        if (!s) {
+            rc = SL_EFAIL;
+            break;
+        }
+        memcpy(s->y, k->p, k->replications * sizeof *s->y);
+        qsort(s->y, k->replications, sizeof *s->y, cmp_p);
+        for (size_t i = 0; i < k->replications; i++) s->x[i] = ((double)i + 0.5) / (double)k->replications;
+    }
+    if (rc) sl_plot_figure_free(out);
+    return rc;
 }

@@ -14,8 +14,9 @@
 #include "sl_analyze.h"
 #include "sl_common.h"
 #include "sl_run.h"
+#include "sl_verify.h"
 
-typedef enum { SRC_THEORY, SRC_LOG, SRC_MC, SRC_POWER, SRC_RUN } kind_source;
+typedef enum { SRC_THEORY, SRC_LOG, SRC_MC, SRC_POWER, SRC_RUN, SRC_QQ } kind_source;
 
 typedef int (*theory_fn)(const sl_plot_theory_config *, sl_plot_figure *);
 typedef int (*log_fn)(const sl_analyze_result *, const char *const *, size_t, sl_plot_figure *);
@@ -39,6 +40,7 @@ static const struct {
     {"alpha-ci", SRC_LOG, NULL, sl_plot_alpha_ci, NULL},
     {"mc-tokens", SRC_MC, NULL, NULL, NULL},
     {"verify-power", SRC_POWER, NULL, NULL, NULL},
+    {"verify-qq", SRC_QQ, NULL, NULL, NULL},
     {"run-speedup", SRC_RUN, NULL, NULL, sl_plot_run_speedup},
     {"run-chen", SRC_RUN, NULL, NULL, sl_plot_run_chen},
 };
@@ -55,12 +57,13 @@ void sl_plot_request_init(sl_plot_request *rq)
     rq->ci = 0.95;
     rq->seed = 1;
     rq->family = SL_MC_FAMILY_DEFAULT;
-    rq->iterations = 100000;
+    rq->iterations = 0;
     rq->confidence = 0.95;
     rq->df = 7;
     rq->level = 0.01;
     rq->n_min = 10;
     rq->n_max = 1e7;
+    rq->replications = 200;
 }
 
 const char *sl_plot_kind_name(size_t i) { return i < N_KINDS ? kinds[i].name : NULL; }
@@ -135,26 +138,38 @@ static int make_logs(const sl_plot_request *rq, log_fn build, int need_dists, co
     return rc;
 }
 
-static int make_mc(const sl_plot_request *rq, sl_plot_figure *out)
+/* The exact sampler's plan on the request's family (mc-tokens, verify-qq); kind names the kind
+ * in messages, V and gamma are the kind's defaults where the request leaves them unset. */
+static int family_plan(const sl_plot_request *rq, const char *kind, size_t V, size_t gamma, sl_mc_rows **rows,
+                       sl_mc_plan **plan)
 {
+    *rows = NULL;
+    *plan = NULL;
     if (!rq->family_set)
-        return sl_fail(SL_EINPUT, "family: required for mc-tokens (identical|noisy|dirichlet|zipf|disjoint|positional)");
+        return sl_fail(SL_EINPUT, "family: required for %s (identical|noisy|dirichlet|zipf|disjoint|positional)", kind);
     const sl_plot_list *g = &rq->gamma;
     if (g->n > 1 || (g->n && (g->v[0] != floor(g->v[0]) || g->v[0] < 1 || g->v[0] > SL_SPEC_GAMMA_MAX)))
-        return sl_fail(SL_EINPUT, "gamma: mc-tokens takes one integer in [1, %d]", SL_SPEC_GAMMA_MAX);
-    if (rq->iterations < 1) return sl_fail(SL_EINPUT, "iterations: %ld is not positive", rq->iterations);
+        return sl_fail(SL_EINPUT, "gamma: %s takes one integer in [1, %d]", kind, SL_SPEC_GAMMA_MAX);
+    if (rq->iterations < 0) return sl_fail(SL_EINPUT, "iterations: %ld is not positive", rq->iterations);
     sl_mc_family_params fp = rq->family;
     fp.seed = rq->seed;
-    if (g->n) fp.gamma = (size_t)g->v[0];
+    if (!rq->vocab_set) fp.V = V;
+    fp.gamma = g->n ? (size_t)g->v[0] : gamma;
     sl_spec_config scfg = SL_SPEC_CONFIG_DEFAULT;
-    sl_mc_rows *rows = NULL;
-    sl_mc_plan *plan = NULL;
-    int rc = sl_mc_family_rows(&fp, &rows);
+    int rc = sl_mc_family_rows(&fp, rows);
     if (!rc) {
-        sl_mc_source msrc = sl_mc_rows_source(rows);
-        rc = sl_mc_plan_alloc(&msrc, fp.gamma, &scfg, &plan);
+        sl_mc_source msrc = sl_mc_rows_source(*rows);
+        rc = sl_mc_plan_alloc(&msrc, fp.gamma, &scfg, plan);
     }
-    sl_mc_opts mo = {(size_t)rq->iterations, rq->seed, 0, NULL, NULL, 0};
+    return rc;
+}
+
+static int make_mc(const sl_plot_request *rq, sl_plot_figure *out)
+{
+    sl_mc_rows *rows;
+    sl_mc_plan *plan;
+    int rc = family_plan(rq, "mc-tokens", rq->family.V, rq->family.gamma, &rows, &plan);
+    sl_mc_opts mo = {rq->iterations ? (size_t)rq->iterations : 100000, rq->seed, 0, NULL, NULL, 0};
     sl_mc_result mres;
     sl_mc_prediction pred;
     if (!rc) rc = sl_mc_run(plan, &mo, &mres);
@@ -178,6 +193,24 @@ static int make_power(const sl_plot_request *rq, sl_plot_figure *out)
     pc.n_lo = rq->n_min;
     pc.n_hi = rq->n_max;
     return sl_plot_verify_power(&pc, out);
+}
+
+static int make_qq(const sl_plot_request *rq, sl_plot_figure *out)
+{
+    if (rq->replications < 2) return sl_fail(SL_EINPUT, "replications: %zu, expected >= 2", rq->replications);
+    sl_mc_rows *rows;
+    sl_mc_plan *plan;
+    int rc = family_plan(rq, "verify-qq", 8, 3, &rows, &plan); /* speclab verify's V and gamma */
+    sl_verify_opts vo = SL_VERIFY_OPTS_DEFAULT;
+    vo.iterations = rq->iterations ? (size_t)rq->iterations : 20000;
+    vo.seed = rq->seed;
+    sl_verify_uniformity_result *u = NULL;
+    if (!rc) rc = sl_verify_uniformity(plan, &vo, rq->replications, &u);
+    if (!rc) rc = sl_plot_verify_qq(u, out);
+    sl_verify_uniformity_free(u);
+    sl_mc_plan_free(plan);
+    sl_mc_rows_free(rows);
+    return rc;
 }
 
 static int make_runs(const sl_plot_request *rq, run_fn build, const char *const *paths, const char *const *names,
@@ -253,6 +286,7 @@ int sl_plot_make(const sl_plot_request *rq, sl_plot_figure *out)
         case SRC_LOG: rc = make_logs(rq, kinds[k].log, kinds[k].log == sl_plot_lenience, paths, names, n, out); break;
         case SRC_MC: rc = make_mc(rq, out); break;
         case SRC_POWER: rc = make_power(rq, out); break;
+        case SRC_QQ: rc = make_qq(rq, out); break;
         case SRC_RUN: rc = make_runs(rq, kinds[k].run, paths, names, n, out); break;
         }
     for (size_t i = 0; copies && i < n; i++) free(copies[i]);

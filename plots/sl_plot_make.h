@@ -7,6 +7,7 @@
  *                                  sl_analyze_file on each log (measure or run)
  *   mc-tokens                      sl_mc_run and sl_mc_predict on a synthetic family
  *   verify-power                   the χ² test's power (sl_stats_power_at_n)
+ *   verify-qq                      sl_verify_uniformity on a synthetic family (exact sampler)
  *   run-speedup, run-chen          sl_run_report_file on each run log, one per γ
  *
  * then sets the request's title and key. The figure goes to sl_plot_render (sl_plot.h). Nothing
@@ -58,13 +59,17 @@ typedef struct {
     /* Monte Carlo (mc-tokens): the family's fields as `speclab mc` takes them; gamma above */
     int family_set;                /* 0: refused, the family must be named */
     sl_mc_family_params family;    /* default SL_MC_FAMILY_DEFAULT; its seed is replaced by seed */
-    long iterations;               /* default 100000 */
+    int vocab_set;                 /* 0: the kind's vocabulary (mc-tokens the family's 256, verify-qq 8) */
+    long iterations;               /* 0: the kind's default (mc-tokens 100000, verify-qq 20000) */
     double confidence;             /* of the Wilson intervals (default 0.95) */
 
     /* verification (verify-power) */
     sl_plot_list tv;               /* TV deviations (default 0.005, 0.01, 0.02, 0.05) */
     double df, level;              /* default 7 and 0.01 (speclab verify's) */
     double n_min, n_max;           /* samples axis (default 10 to 1e7) */
+    /* verifier self-calibration (verify-qq): family, vocab, gamma (one value, default 3, as speclab
+       verify's), iterations per replication and seed above; seeds seed .. seed + R - 1 */
+    size_t replications;           /* R (default 200) */
 } sl_plot_request;
 
 /* The defaults above; kind and inputs unset. */

@@ -418,6 +418,54 @@ Test(plot, verify_power_curve)
     sl_plot_figure_free(&f);
 }
 
+/* A hand-filled uniformity result: two tests with 4 p-values in replication order, one without
+ * enough data (left out of the figure). */
+Test(plot, verify_qq_builder)
+{
+    static const double pa[4] = {0.9, 0.1, 0.5, 0.3}, pb[4] = {0.2, 0.8, 0.05, 0.6};
+    sl_verify_uniformity_result u;
+    memset(&u, 0, sizeof u);
+    u.replications = 4;
+    u.n_rows = 3;
+    snprintf(u.row[0].test, sizeof u.row[0].test, "first");
+    snprintf(u.row[1].test, sizeof u.row[1].test, "bonus");
+    snprintf(u.row[2].test, sizeof u.row[2].test, "pair");
+    u.row[0].replications = u.row[1].replications = 4;
+    u.row[0].p = pa;
+    u.row[1].p = pb;
+    u.row[0].ks_p = 0.5;
+    u.row[1].ks_p = 0.25;
+    u.row[2].replications = 1;
+    u.row[2].ks_p = NAN;
+    sl_plot_figure f;
+    cr_assert_eq(sl_plot_verify_qq(&u, &f), SL_OK);
+    cr_assert_eq(f.n_series, 4); /* band, diagonal, two tests */
+    const sl_plot_series *band = &f.series[0], *diag = &f.series[1], *a = &f.series[2], *b = &f.series[3];
+    cr_assert_eq(band->style, SL_PLOT_BAND);
+    cr_assert_eq(diag->style, SL_PLOT_LINES);
+    cr_assert(diag->dashed && diag->x[0] == 0 && diag->y[1] == 1);
+    cr_assert_str_eq(a->name, "first (KS p = 0.5)");
+    cr_assert_str_eq(b->name, "bonus (KS p = 0.25)");
+    static const double sa[4] = {0.1, 0.3, 0.5, 0.9}, sb[4] = {0.05, 0.2, 0.6, 0.8};
+    for (size_t i = 0; i < 4; i++) {
+        double q = ((double)i + 0.5) / 4;
+        cr_assert_eq(a->x[i], q);
+        cr_assert_eq(a->y[i], sa[i]);
+        cr_assert_eq(b->y[i], sb[i]);
+        cr_assert_eq(band->x[i], q);
+        /* The order statistics of 4 uniforms: Beta(i, 5 - i); the first is 1 - (1 - u)^(1/4). */
+        cr_assert(band->y_lo[i] < q && q < band->y_hi[i]);
+    }
+    cr_assert_float_eq(band->y_lo[0], 1 - pow(0.975, 0.25), 1e-12);
+    cr_assert_float_eq(band->y_hi[3], pow(0.975, 0.25), 1e-12);
+    cr_assert_str_eq(f.xlabel, "uniform quantile");
+    cr_assert_str_eq(f.ylabel, "p-value (sorted)");
+    cr_assert(f.xmin == 0 && f.xmax == 1 && f.ymin == 0 && f.ymax == 1);
+    sl_plot_figure_free(&f);
+    u.row[0].replications = u.row[1].replications = 0;
+    cr_assert_eq(sl_plot_verify_qq(&u, &f), SL_EINPUT);
+}
+
 /* A hand-filled run report: the run builders read only the fields named here. */
 static void fake_report(sl_run_report *r, int gamma)
 {

@@ -74,6 +74,8 @@ static const char about[] =
     "  mc-tokens              Monte Carlo (--family ...) tokens-per-iteration histogram with Wilson\n"
     "                         CIs vs the predicted pmf, i.i.d. and position-dependent\n"
     "  verify-power           power of the verification test vs samples, per --tv (--df, --level)\n"
+    "  verify-qq              QQ plot of the exact sampler's verification p-values over\n"
+    "                         --replications runs of `speclab verify` (--family ...), with a 95% band\n"
     "  run-speedup RUN...     measured speedup with its CI vs gamma, next to Theorem 3.8 and\n"
     "                         E[N]/(gamma c + v(gamma+1)) with theirs (one run log per gamma)\n"
     "  run-chen RUN...        Chen et al. Figure 1 layout vs gamma: time per token, tokens per\n"
@@ -111,7 +113,7 @@ int sl_cmd_plot(int argc, char **argv)
     sl_cli_string(&cli, "title", "TEXT", &rq.title, "replace the figure's title");
     /* theory */
     sl_cli_custom(&cli, "gamma", "G", &rq.gamma, parse_list,
-                  "drafts per iteration: theory kinds a list (default 1,2,3,5,7,10); mc-tokens one value 1..64 (default 4)");
+                  "drafts per iteration: theory kinds a list (default 1,2,3,5,7,10); mc-tokens one value 1..64 (default 4; verify-qq 3)");
     sl_cli_custom(&cli, "c", "C", &rq.c, parse_list,
                   "draft step / target step: theory-speedup one value (default 0.05); theory-optimal-gamma a list");
     sl_cli_dbl(&cli, "c-hat", "H", &rq.c_hat, 0, 1e6, 0, "theory-ops: draft ops per token / target ops per token (default 0)");
@@ -126,9 +128,9 @@ int sl_cmd_plot(int argc, char **argv)
     sl_cli_custom(&cli, "lenience", "LIST", &rq.lenience, parse_list, "lenience: grid in (0, 1] (default 0.1:1:0.1)");
     /* Monte Carlo: the names, ranges and defaults of `speclab mc` */
     sl_cli_custom(&cli, "family", "F", &rq.family.family, parse_family,
-                  "mc-tokens: identical | noisy | dirichlet | zipf | disjoint | positional (required)");
-    sl_cli_size(&cli, "vocab", "V", &rq.family.V, 2, (size_t)1 << 30, "mc-tokens: vocabulary size (default 256)");
-    sl_cli_long(&cli, "iterations", "N", &rq.iterations, 1, 1L << 40, "mc-tokens: iterations to simulate (default 100000)");
+                  "mc-tokens, verify-qq: identical | noisy | dirichlet | zipf | disjoint | positional (required)");
+    sl_cli_size(&cli, "vocab", "V", &rq.family.V, 2, (size_t)1 << 30, "mc-tokens: vocabulary size (default 256; verify-qq 8)");
+    sl_cli_long(&cli, "iterations", "N", &rq.iterations, 1, 1L << 40, "mc-tokens: iterations to simulate (default 100000; verify-qq per run 20000)");
     sl_cli_dbl(&cli, "noise", "E", &rq.family.noise, 0, 1e6, 0, "mc-tokens: noisy/positional logit noise std (default 0.5)");
     sl_cli_dbl(&cli, "confidence", "C", &rq.confidence, 0, 1, SL_OPT_LO_OPEN | SL_OPT_HI_OPEN,
                "mc-tokens: confidence of the Wilson intervals (default 0.95)");
@@ -139,6 +141,7 @@ int sl_cmd_plot(int argc, char **argv)
     sl_cli_dbl(&cli, "level", "A", &rq.level, 0, 1, SL_OPT_LO_OPEN | SL_OPT_HI_OPEN, "verify-power: test level (default 0.01)");
     sl_cli_dbl(&cli, "n-min", "N", &rq.n_min, 1, 1e15, 0, "verify-power: smallest sample size (default 10)");
     sl_cli_dbl(&cli, "n-max", "N", &rq.n_max, 1, 1e15, 0, "verify-power: largest sample size (default 1e7)");
+    sl_cli_size(&cli, "replications", "R", &rq.replications, 2, 1000000, "verify-qq: runs, seeds S..S+R-1 (default 200)");
 
     /* The registry knows long options only: -o FILE is --out FILE. */
     char **av = malloc(((size_t)argc + 1) * sizeof *av);
@@ -156,6 +159,7 @@ int sl_cmd_plot(int argc, char **argv)
     rq.inputs = (const char *const *)&cli.pos[1];
     rq.key_set = sl_cli_given(&cli, "key");
     rq.family_set = sl_cli_given(&cli, "family");
+    rq.vocab_set = sl_cli_given(&cli, "vocab");
 
     sl_plot_figure fig;
     if ((rc = sl_plot_make(&rq, &fig))) return rc;

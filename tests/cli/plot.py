@@ -34,6 +34,8 @@ def run(*args, env=None, cwd=None):
     p = subprocess.run([SPECLAB, *args], capture_output=True, text=True, env=env, cwd=cwd)
     return p.returncode, p.stdout, p.stderr
 
+QQ_R = 30  # verify-qq replications
+
 
 def blocks(path):
     """The .dat file as [(header, rows)], header the '# block K: NAME (STYLE)' line."""
@@ -119,6 +121,7 @@ def body(tmp):
         ("alpha-ci", ["A=" + logs["a"], "B=" + logs["b"], logs["t0"]]),
         ("mc-tokens", ["--family", "noisy", "--iterations", "20000"]),
         ("verify-power", []),
+        ("verify-qq", ["--family", "noisy", "--replications", str(QQ_R), "--iterations", "2000"]),
     ]
     figdir = os.path.join(tmp, "figs")
     os.mkdir(figdir)
@@ -239,6 +242,27 @@ def body(tmp):
     for head, rows in bl[:-1]:
         ys = [r[1] for r in rows]
         check(all(b >= a - 1e-9 for a, b in zip(ys, ys[1:])) and ys[-1] > 0.99, f"verify-power {head}: rises to 1")
+
+    # verify-qq: per test its QQ_R p-values in [0, 1], sorted, at (i - 0.5)/R; the band at each i
+    # is the Beta(i, R - i + 1) 2.5% and 97.5% quantiles (scipy as the independent reference).
+    from scipy.stats import beta as beta_dist
+    bl = blocks(fig("verify-qq"))
+    bands = [rows for head, rows in bl if "(band)" in head]
+    tests = [(head, rows) for head, rows in bl if "(points)" in head]
+    check(len(bands) == 1 and len(bands[0]) == QQ_R, f"verify-qq: one band of {QQ_R} points")
+    for i, r in enumerate(bands[0], 1):
+        check(close(r[0], (i - 0.5) / QQ_R), f"verify-qq band {i}: x at (i - 0.5)/R")
+        check(abs(r[2] - beta_dist.ppf(0.025, i, QQ_R - i + 1)) <= 1e-9, f"verify-qq band {i}: lower {r[2]}")
+        check(abs(r[3] - beta_dist.ppf(0.975, i, QQ_R - i + 1)) <= 1e-9, f"verify-qq band {i}: upper {r[3]}")
+    check(len(tests) >= 3 and any("first (KS p = " in h for h, _ in tests), f"verify-qq: tests keyed with KS p: {[h for h, _ in tests]}")
+    for head, rows in tests:
+        ps = [r[1] for r in rows]
+        check(len(rows) == QQ_R, f"verify-qq {head}: {len(rows)} p-values, expected {QQ_R}")
+        check(all(0 <= p <= 1 for p in ps) and ps == sorted(ps), f"verify-qq {head}: in [0, 1] and sorted")
+        check(all(close(r[0], (i - 0.5) / QQ_R) for i, r in enumerate(rows, 1)), f"verify-qq {head}: x = (i - 0.5)/R")
+    with open(fig("verify-qq").replace(".dat", ".gp"), encoding="utf-8") as f:
+        gp = f.read()
+    check("'uniform quantile'" in gp and "'p-value (sorted)'" in gp, "verify-qq: axis labels")
 
     # The script reruns by hand, in its own directory, and draws the figure again (the .gp belongs
     # to the last format written: .pdf).
