@@ -53,6 +53,15 @@ void sl_plot_figure_init(sl_plot_figure *f)
     snprintf(f->ycol, sizeof f->ycol, "y");
 }
 
+void sl_plot_figure_begin(sl_plot_figure *f, const char *xlabel, const char *ylabel, const char *xcol, const char *ycol)
+{
+    sl_plot_figure_init(f);
+    snprintf(f->xlabel, sizeof f->xlabel, "%s", xlabel);
+    snprintf(f->ylabel, sizeof f->ylabel, "%s", ylabel);
+    snprintf(f->xcol, sizeof f->xcol, "%s", xcol);
+    snprintf(f->ycol, sizeof f->ycol, "%s", ycol);
+}
+
 void sl_plot_figure_free(sl_plot_figure *f)
 {
     for (size_t p = 0; p < f->n_panels; p++) sl_plot_figure_free(&f->panel[p]);

@@ -95,6 +95,8 @@ typedef struct sl_plot_figure {
 
 /* An empty figure: no series, no panels, automatic ranges, key top left. */
 void sl_plot_figure_init(sl_plot_figure *f);
+/* sl_plot_figure_init, then the axis labels (with units) and the data file's column names. */
+void sl_plot_figure_begin(sl_plot_figure *f, const char *xlabel, const char *ylabel, const char *xcol, const char *ycol);
 /* Frees every series' arrays and every panel; the figure can be reused after sl_plot_figure_init. */
 void sl_plot_figure_free(sl_plot_figure *f);
 /* Appends a series of n points (arrays allocated, zeroed; y_lo/y_hi only when with_ci) and

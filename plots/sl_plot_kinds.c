@@ -251,12 +251,8 @@ int sl_plot_beta_hist(const sl_analyze_result *res, const char *const *names, si
 {
     int rc = check_logs(res, names, n, 1);
     if (rc) return rc;
-    sl_plot_figure_init(out);
+    sl_plot_figure_begin(out, "β (acceptance probability of a draft)", "fraction of positions", "beta_mid", "fraction");
     snprintf(out->title, sizeof out->title, "Distribution of β = Σ min(p, q) over logged positions");
-    snprintf(out->xlabel, sizeof out->xlabel, "β (acceptance probability of a draft)");
-    snprintf(out->ylabel, sizeof out->ylabel, "fraction of positions");
-    snprintf(out->xcol, sizeof out->xcol, "beta_mid");
-    snprintf(out->ycol, sizeof out->ycol, "fraction");
     out->xmin = 0;
     out->xmax = 1;
     out->ymin = 0;
@@ -409,12 +405,8 @@ int sl_plot_acceptance_confidence(const sl_analyze_result *res, const char *cons
 {
     int rc = check_logs(res, names, n, 1);
     if (rc) return rc;
-    sl_plot_figure_init(out);
+    sl_plot_figure_begin(out, "draft confidence max q (bin centre)", "mean β in the bin (acceptance rate)", "q_max_mid", "mean_beta");
     snprintf(out->title, sizeof out->title, "Acceptance against draft confidence");
-    snprintf(out->xlabel, sizeof out->xlabel, "draft confidence max q (bin centre)");
-    snprintf(out->ylabel, sizeof out->ylabel, "mean β in the bin (acceptance rate)");
-    snprintf(out->xcol, sizeof out->xcol, "q_max_mid");
-    snprintf(out->ycol, sizeof out->ycol, "mean_beta");
     out->xmin = 0;
     out->xmax = 1;
     out->ymin = 0;
@@ -446,12 +438,8 @@ int sl_plot_alpha_ci(const sl_analyze_result *res, const char *const *names, siz
     int rc = check_logs(res, names, n, 1);
     if (rc) return rc;
     if (n > SL_PLOT_MAX_XTICS) return sl_fail(SL_EINPUT, "logs: %zu; at most %d", n, SL_PLOT_MAX_XTICS);
-    sl_plot_figure_init(out);
+    sl_plot_figure_begin(out, "log", "α (expected acceptance rate)", "log_index", "alpha");
     snprintf(out->title, sizeof out->title, "α per log with its %g%% bootstrap CI over sequences", 100 * res[0].ci_level);
-    snprintf(out->xlabel, sizeof out->xlabel, "log");
-    snprintf(out->ylabel, sizeof out->ylabel, "α (expected acceptance rate)");
-    snprintf(out->xcol, sizeof out->xcol, "log_index");
-    snprintf(out->ycol, sizeof out->ycol, "alpha");
     out->xmin = 0.5;
     out->xmax = (double)n + 0.5;
     out->key = SL_PLOT_KEY_OFF;
@@ -488,13 +476,9 @@ int sl_plot_mc_tokens(const sl_mc_result *res, const sl_mc_prediction *pred, dou
         return sl_fail(SL_EINPUT, "gamma: %zu is outside [1, %d]", res->gamma, SL_SPEC_GAMMA_MAX);
     if (!(a > 0 && a < 1)) return sl_fail(SL_EINPUT, "confidence: 1 - %g is outside (0, 1)", a);
     size_t K = res->gamma + 1;
-    sl_plot_figure_init(out);
+    sl_plot_figure_begin(out, "N (tokens emitted per iteration)", "fraction of iterations", "tokens", "fraction");
     snprintf(out->title, sizeof out->title, "Tokens per iteration: %zu simulated iterations, γ = %zu, α = %.4f",
              res->iterations, res->gamma, pred->alpha);
-    snprintf(out->xlabel, sizeof out->xlabel, "N (tokens emitted per iteration)");
-    snprintf(out->ylabel, sizeof out->ylabel, "fraction of iterations");
-    snprintf(out->xcol, sizeof out->xcol, "tokens");
-    snprintf(out->ycol, sizeof out->ycol, "fraction");
     out->xmin = 0.4;
     out->xmax = (double)K + 0.6;
     out->ymin = 0;
@@ -557,12 +541,8 @@ int sl_plot_verify_power(const sl_plot_power_config *cfg, sl_plot_figure *out)
         return sl_fail(SL_EINPUT, "n_max: samples range [%g, %g] needs 1 <= n_min < n_max", cfg->n_lo, cfg->n_hi);
     if (cfg->n_points < 2 || cfg->n_points > 100001)
         return sl_fail(SL_EINPUT, "points: %zu; expected 2 to 100001", cfg->n_points);
-    sl_plot_figure_init(out);
+    sl_plot_figure_begin(out, "n (samples)", "power (probability of rejecting)", "samples", "power");
     snprintf(out->title, sizeof out->title, "Power of the χ² test against any TV ≥ δ (df = %g, level %g)", cfg->df, cfg->level);
-    snprintf(out->xlabel, sizeof out->xlabel, "n (samples)");
-    snprintf(out->ylabel, sizeof out->ylabel, "power (probability of rejecting)");
-    snprintf(out->xcol, sizeof out->xcol, "samples");
-    snprintf(out->ycol, sizeof out->ycol, "power");
     out->xlog = 1;
     out->xmin = cfg->n_lo;
     out->xmax = cfg->n_hi;
