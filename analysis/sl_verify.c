@@ -11,32 +11,59 @@
 
 #include "sl_common.h"
 #include "sl_stats.h"
+#include "sl_verify_internal.h"
 
 #define JOINT_MAX_CELLS 4096
 #define MAX_TESTS SL_VERIFY_MAX_TESTS
 
-typedef struct {
-    char name[32];
-    size_t k;          /* categories */
-    uint64_t *counts;  /* (k) speculative sample */
-    uint64_t *counts_b;/* (k) plain target sample (two-sample mode) or NULL */
-    double *pmf;       /* (k) null pmf (one-sample mode) or NULL */
-} vtest;
-
-static vtest *add_test(vtest *tests, size_t *n, const char *name, size_t k, int with_pmf, int with_b)
+sl_vtest *sl_vtests_add(sl_vtests *v, const char *name, const char *null, size_t k, int with_pmf, int with_b)
 {
-    if (*n >= MAX_TESTS) return NULL;
-    vtest *t = &tests[(*n)++];
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? 2 * v->cap : 16;
+        sl_vtest *t = realloc(v->t, cap * sizeof *t);
+        if (!t) {
+            sl_fail(SL_EFAIL, "out of memory allocating verify tests");
+            return NULL;
+        }
+        v->t = t;
+        v->cap = cap;
+    }
+    sl_vtest *t = &v->t[v->n++];
+    memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
+    snprintf(t->null, sizeof t->null, "%s", null);
     t->k = k;
-    t->counts = calloc(k, sizeof *t->counts);
-    t->counts_b = with_b ? calloc(k, sizeof *t->counts_b) : NULL;
-    t->pmf = with_pmf ? calloc(k, sizeof *t->pmf) : NULL;
+    t->counts = calloc(k ? k : 1, sizeof *t->counts);
+    t->counts_b = with_b ? calloc(k ? k : 1, sizeof *t->counts_b) : NULL;
+    t->pmf = with_pmf ? calloc(k ? k : 1, sizeof *t->pmf) : NULL;
     if (!t->counts || (with_b && !t->counts_b) || (with_pmf && !t->pmf)) {
         sl_fail(SL_EFAIL, "out of memory allocating verify counts");
         return NULL;
     }
     return t;
+}
+
+int sl_vtests_add_fixed(sl_vtests *v, const char *name, const char *null, const char *method, size_t n,
+                        double stat, double p)
+{
+    sl_vtest *t = sl_vtests_add(v, name, null, 0, 0, 0);
+    if (!t) return SL_EFAIL;
+    t->fixed_method = method;
+    t->fixed_n = n;
+    t->fixed_stat = stat;
+    t->fixed_p = p;
+    return SL_OK;
+}
+
+void sl_vtests_free(sl_vtests *v)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        free(v->t[i].counts);
+        free(v->t[i].counts_b);
+        free(v->t[i].pmf);
+    }
+    free(v->t);
+    *v = (sl_vtests){0};
 }
 
 static void onehot(double *out, const double *p, size_t V)
@@ -86,6 +113,7 @@ void sl_verify_result_free(sl_verify_result *r)
 {
     if (!r) return;
     free(r->token);
+    free(r->test);
     free(r);
 }
 
@@ -118,6 +146,11 @@ int sl_verify_uniformity(const sl_mc_plan *plan, const sl_verify_opts *o, size_t
         sl_verify_result *s;
         if ((rc = sl_verify_run(plan, &ro, &s))) goto done;
         if (r == 0) {
+            if (s->n_rows > MAX_TESTS) {
+                rc = sl_fail(SL_EFAIL, "uniformity: %zu tests, at most %d", s->n_rows, MAX_TESTS);
+                sl_verify_result_free(s);
+                goto done;
+            }
             u->n_rows = s->n_rows;
             for (size_t i = 0; i < s->n_rows; i++) memcpy(u->row[i].test, s->test[i].name, sizeof u->row[i].test);
         }
@@ -217,123 +250,202 @@ static const char *rejection_null(const sl_spec_config *cfg)
     return "residual";
 }
 
+sl_verify_result *sl_verify_result_new(void)
+{
+    sl_verify_result *r = calloc(1, sizeof *r);
+    if (!r) {
+        sl_fail(SL_EFAIL, "out of memory allocating the verify result");
+        return NULL;
+    }
+    r->lenience = 1;
+    r->lenience_excess = NAN;
+    r->max_freq_ratio = NAN;
+    return r;
+}
+
+static int check_opts(const sl_verify_opts *o)
+{
+    if (!(o->level > 0 && o->level < 1)) return sl_fail(SL_EINPUT, "level: %g, expected 0 < level < 1", o->level);
+    if (!(o->tv_delta > 0 && o->tv_delta <= 1)) return sl_fail(SL_EINPUT, "tv: %g, expected 0 < tv <= 1", o->tv_delta);
+    return SL_OK;
+}
+
 int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_verify_result **out)
 {
     *out = NULL;
-    if (!(o->level > 0 && o->level < 1)) return sl_fail(SL_EINPUT, "level: %g, expected 0 < level < 1", o->level);
-    if (!(o->tv_delta > 0 && o->tv_delta <= 1)) return sl_fail(SL_EINPUT, "tv: %g, expected 0 < tv <= 1", o->tv_delta);
-    const size_t V = sl_mc_plan_vocab(plan), gamma = sl_mc_plan_gamma(plan), N = o->iterations;
+    int rc = check_opts(o);
+    if (rc) return rc;
+    const size_t gamma = sl_mc_plan_gamma(plan), N = o->iterations;
+    if (sl_mc_plan_layout(plan) == SL_MC_SLIDING)
+        return sl_fail(SL_EINPUT, "verify: a sliding (logged) source has no known joint target pmf");
+    int32_t *tok = sl_malloc(N * (gamma + 1) * sizeof *tok); /* (N, gamma+1) */
+    uint8_t *nem = sl_malloc(N);                             /* (N) */
+    if (!tok || !nem) rc = sl_fail(SL_EFAIL, "out of memory allocating the verify run");
+    sl_mc_opts mo = {N, o->seed, o->threads, tok, nem, 1}; /* the sampler's own code */
+    sl_mc_result res;
+    if (!rc) rc = sl_mc_run_progress(plan, &mo, o->progress, o->progress_ctx, &res);
+    if (!rc) rc = sl_verify_samples(plan, tok, nem, N, o, out);
+    free(tok);
+    free(nem);
+    return rc;
+}
+
+/* The stream tests (all, pair, triple) of an i.i.d. pair, as goodness of fit or, in two-sample
+ * mode, homogeneity against plain target draws added later. idx_joint[m] = SIZE_MAX when absent. */
+static int add_stream_tests(sl_vtests *v, const sl_mc_plan *plan, const sl_verify_opts *o, size_t *idx_all,
+                            size_t idx_joint[4])
+{
+    const size_t V = sl_mc_plan_vocab(plan);
     const sl_spec_config *cfg = sl_mc_plan_config(plan);
-    const int iid = sl_mc_plan_layout(plan) == SL_MC_IID;
+    size_t Kj[4] = {1, V, V * V, V * V * V};
+    sl_vtest *t;
+    *idx_all = v->n;
+    if (!(t = sl_vtests_add(v, "all", o->two_sample ? "plain-target" : "target", V, !o->two_sample, o->two_sample)))
+        return SL_EFAIL;
+    if (!o->two_sample) target_pmf(cfg, sl_mc_plan_p(plan, 0), V, t->pmf);
+    for (int m = 2; m <= 3; m++) {
+        if (Kj[m] > JOINT_MAX_CELLS || Kj[m] / V != Kj[m - 1]) continue;
+        if (o->two_sample && m == 3) continue;
+        idx_joint[m] = v->n;
+        const char *null = o->two_sample ? "plain-target" : m == 2 ? "target^2" : "target^3";
+        if (!(t = sl_vtests_add(v, m == 2 ? "pair" : "triple", null, Kj[m], !o->two_sample, o->two_sample)))
+            return SL_EFAIL;
+        if (!o->two_sample) {
+            double *tp = sl_malloc(V * sizeof *tp);
+            if (!tp) return SL_EFAIL;
+            target_pmf(cfg, sl_mc_plan_p(plan, 0), V, tp);
+            product_pmf(tp, V, m, t->pmf);
+            free(tp);
+        }
+    }
+    return SL_OK;
+}
+
+/* Counts a token into the stream tests: all, and the non-overlapping m-blocks. */
+static void count_stream(sl_vtests *v, size_t idx_all, const size_t idx_joint[4], size_t V, size_t x,
+                         uint64_t *(*which)(sl_vtest *), size_t blk[4], size_t blen[4])
+{
+    which(&v->t[idx_all])[x]++;
+    for (int m = 2; m <= 3; m++) {
+        if (idx_joint[m] == SIZE_MAX) continue;
+        blk[m] = blk[m] * V + x;
+        if (++blen[m] == (size_t)m) {
+            which(&v->t[idx_joint[m]])[blk[m]]++;
+            blk[m] = blen[m] = 0;
+        }
+    }
+}
+
+static uint64_t *counts_a(sl_vtest *t) { return t->counts; }
+static uint64_t *counts_b(sl_vtest *t) { return t->counts_b; }
+
+/* The lenient rules' bound freq(x) <= p(x)/l from the "all" counts (sl_verify.h). */
+static int lenience_bound(const sl_mc_plan *plan, const uint64_t *all, sl_verify_result *sum)
+{
+    const size_t V = sl_mc_plan_vocab(plan);
+    const sl_spec_config *cfg = sl_mc_plan_config(plan);
+    const double *p = sl_mc_plan_p(plan, 0);
+    double l = cfg->rule == SL_RULE_LENIENT || cfg->rule == SL_RULE_LENIENT_T0 ? cfg->lenience : 1.0;
+    uint64_t n = 0;
+    for (size_t x = 0; x < V; x++) n += all[x];
+    double excess = -INFINITY, ratio = 0, a_tok = 0.001 / (double)V;
+    if (V <= 64 && cfg->rule == SL_RULE_LENIENT && n > 0) {
+        sum->token = calloc(V, sizeof *sum->token);
+        if (!sum->token) return sl_fail(SL_EFAIL, "out of memory allocating the lenience bound");
+        sum->n_tokens = V;
+    }
+    for (size_t x = 0; x < V && n > 0; x++) {
+        uint64_t c = all[x];
+        double lo, hi, f = (double)c / (double)n, bound = fmin(1.0, p[x] / l);
+        sl_stats_wilson(c, n, a_tok, &lo, &hi);
+        excess = fmax(excess, lo - bound);
+        if (p[x] > 0) ratio = fmax(ratio, f / p[x]);
+        else if (c > 0) ratio = INFINITY;
+        if (sum->token) sum->token[x] = (sl_verify_token){p[x], f, lo, hi, bound, lo <= bound};
+    }
+    if (cfg->rule == SL_RULE_LENIENT) sum->lenience_excess = excess;
+    sum->max_freq_ratio = ratio;
+    return SL_OK;
+}
+
+int sl_verify_samples(const sl_mc_plan *plan, const int32_t *tok, const uint8_t *nem, size_t n,
+                      const sl_verify_opts *o, sl_verify_result **out)
+{
+    *out = NULL;
+    int rc = check_opts(o);
+    if (rc) return rc;
+    const size_t V = sl_mc_plan_vocab(plan), gamma = sl_mc_plan_gamma(plan);
+    const sl_spec_config *cfg = sl_mc_plan_config(plan);
+    const int iid = sl_mc_plan_layout(plan) == SL_MC_IID, structured = nem != NULL;
     if (sl_mc_plan_layout(plan) == SL_MC_SLIDING)
         return sl_fail(SL_EINPUT, "verify: a sliding (logged) source has no known joint target pmf");
     if (o->two_sample && !iid) return sl_fail(SL_EINPUT, "two_sample: needs a family with the same pair at every position");
-
-    int32_t *tok = sl_malloc(N * (gamma + 1) * sizeof *tok); /* (N, gamma+1) */
-    uint8_t *nem = sl_malloc(N);                             /* (N) */
-    sl_verify_result *sum = calloc(1, sizeof *sum);
-    vtest tests[MAX_TESTS];
-    size_t nt = 0;
-    memset(tests, 0, sizeof tests);
-    int rc = SL_OK;
+    if (!structured && !iid)
+        return sl_fail(SL_EINPUT, "verify: a plain token stream can only be tested against one pair (no positional layout)");
+    sl_verify_result *sum = sl_verify_result_new();
+    sl_vtests v = {0};
     gsl_rng *tr = NULL;
     sl_alias *pal = NULL;
-    if (!tok || !nem || !sum) {
-        rc = sl_fail(SL_EFAIL, "out of memory allocating the verify run");
-        goto done;
-    }
+    if (!sum) return SL_EFAIL;
     sum->rule = cfg->rule;
     sum->lenience = cfg->lenience;
-    sum->iterations = N;
+    sum->iterations = structured ? n : 0;
     sum->level = o->level;
     sum->tv_delta = o->tv_delta;
-    sum->lenience_excess = NAN;
-    sum->max_freq_ratio = NAN;
-    sl_mc_opts mo = {N, o->seed, o->threads, tok, nem, 1}; /* the sampler's own code */
-    sl_mc_result res;
-    if ((rc = sl_mc_run_progress(plan, &mo, o->progress, o->progress_ctx, &res))) goto done;
-    sum->tokens = res.tokens;
-    /* ---- counts ---- */
-    size_t idx_first = 0, idx_k = 0, idx_bonus = 0, idx_rej = 0, idx_all = SIZE_MAX, idx_joint[4] = {0, 0, SIZE_MAX, SIZE_MAX};
-    size_t Kj[4] = {1, V, V * V, V * V * V};
-    if (!o->two_sample) {
-        vtest *t;
+    /* ---- tests ---- */
+    size_t idx_k = 0, idx_bonus = 0, idx_rej = 0, idx_all = SIZE_MAX, idx_joint[4] = {0, 0, SIZE_MAX, SIZE_MAX};
+    if (!o->two_sample && structured) {
+        sl_vtest *t;
         char name[32];
-        if (!(t = add_test(tests, &nt, "first", V, 1, 0))) { rc = SL_EFAIL; goto done; }
+        if (!(t = sl_vtests_add(&v, "first", "target", V, 1, 0))) { rc = SL_EFAIL; goto done; }
         target_pmf(cfg, sl_mc_plan_p(plan, 0), V, t->pmf);
-        idx_first = 0;
-        idx_k = nt;
+        idx_k = v.n;
         for (size_t k = 2; k <= gamma; k++) {
             snprintf(name, sizeof name, "token_%zu", k);
-            if (!(t = add_test(tests, &nt, name, V, 1, 0))) { rc = SL_EFAIL; goto done; }
+            if (!(t = sl_vtests_add(&v, name, "target", V, 1, 0))) { rc = SL_EFAIL; goto done; }
             target_pmf(cfg, sl_mc_plan_p(plan, iid ? 0 : k - 1), V, t->pmf);
         }
-        idx_bonus = nt;
-        if (!(t = add_test(tests, &nt, "bonus", V, 1, 0))) { rc = SL_EFAIL; goto done; }
+        idx_bonus = v.n;
+        if (!(t = sl_vtests_add(&v, "bonus", "target", V, 1, 0))) { rc = SL_EFAIL; goto done; }
         target_pmf(cfg, sl_mc_plan_p(plan, iid ? 0 : gamma), V, t->pmf);
-        idx_rej = nt;
+        idx_rej = v.n;
         for (size_t k = 1; k <= (iid ? 1 : gamma); k++) {
             if (iid) snprintf(name, sizeof name, "after_rejection");
             else snprintf(name, sizeof name, "after_rejection_%zu", k);
-            if (!(t = add_test(tests, &nt, name, V, 1, 0))) { rc = SL_EFAIL; goto done; }
+            if (!(t = sl_vtests_add(&v, name, rejection_null(cfg), V, 1, 0))) { rc = SL_EFAIL; goto done; }
             rejection_pmf(cfg, sl_mc_plan_p(plan, iid ? 0 : k - 1), sl_mc_plan_q(plan, iid ? 0 : k - 1), V, t->pmf);
         }
     }
-    if (iid) {
-        vtest *t;
-        idx_all = nt;
-        if (!(t = add_test(tests, &nt, "all", V, !o->two_sample, o->two_sample))) { rc = SL_EFAIL; goto done; }
-        if (!o->two_sample) target_pmf(cfg, sl_mc_plan_p(plan, 0), V, t->pmf);
-        for (int m = 2; m <= 3; m++) {
-            if (Kj[m] > JOINT_MAX_CELLS || Kj[m] / V != Kj[m - 1]) continue;
-            if (o->two_sample && m == 3) continue;
-            idx_joint[m] = nt;
-            if (!(t = add_test(tests, &nt, m == 2 ? "pair" : "triple", Kj[m], !o->two_sample, o->two_sample))) {
-                rc = SL_EFAIL;
-                goto done;
-            }
-            if (!o->two_sample) {
-                double *tp = sl_malloc(V * sizeof *tp);
-                if (!tp) { rc = SL_EFAIL; goto done; }
-                target_pmf(cfg, sl_mc_plan_p(plan, 0), V, tp);
-                product_pmf(tp, V, m, t->pmf);
-                free(tp);
-            }
-        }
-    }
-    /* Walk the iterations in order (t = 0..N-1): the concatenated stream is the same for any
-     * thread count because the run wrote each iteration into its own slot. */
+    if (iid && (rc = add_stream_tests(&v, plan, o, &idx_all, idx_joint))) goto done;
+    /* ---- counts: iterations in order, so the concatenated stream does not depend on threads ---- */
     size_t blk[4] = {0}, blen[4] = {0};
-    for (size_t t = 0; t < N; t++) {
-        const int32_t *x = tok + t * (gamma + 1);
-        size_t k = nem[t];
+    uint64_t tokens = 0;
+    for (size_t t = 0; t < n; t++) {
+        const int32_t *x = structured ? tok + t * (gamma + 1) : tok + t;
+        size_t k = structured ? nem[t] : 1;
+        if (structured && (k < 1 || k > gamma + 1)) {
+            rc = sl_fail(SL_EINPUT, "verify: iteration %zu emitted %zu tokens, expected 1 to %zu", t, k, gamma + 1);
+            goto done;
+        }
         for (size_t j = 0; j < k; j++)
             if (x[j] < 0 || (size_t)x[j] >= V) {
-                rc = sl_fail(SL_EFAIL, "verify: iteration %zu emitted token %d outside [0, %zu)", t, x[j], V);
+                rc = sl_fail(SL_EINPUT, "verify: %s %zu emitted token %d outside [0, %zu)",
+                             structured ? "iteration" : "token", t, x[j], V);
                 goto done;
             }
-        if (!o->two_sample) {
-            tests[idx_first].counts[x[0]]++;
-            for (size_t j = 2; j <= k && j <= gamma; j++) tests[idx_k + j - 2].counts[x[j - 1]]++;
-            if (k == gamma + 1) tests[idx_bonus].counts[x[gamma]]++;
-            else tests[idx_rej + (iid ? 0 : k - 1)].counts[x[k - 1]]++;
+        tokens += k;
+        if (!o->two_sample && structured) {
+            v.t[0].counts[x[0]]++;
+            for (size_t j = 2; j <= k && j <= gamma; j++) v.t[idx_k + j - 2].counts[x[j - 1]]++;
+            if (k == gamma + 1) v.t[idx_bonus].counts[x[gamma]]++;
+            else v.t[idx_rej + (iid ? 0 : k - 1)].counts[x[k - 1]]++;
         }
-        if (!iid) continue;
-        for (size_t j = 0; j < k; j++) {
-            tests[idx_all].counts[x[j]]++;
-            for (int m = 2; m <= 3; m++) {
-                if (idx_joint[m] == SIZE_MAX) continue;
-                blk[m] = blk[m] * V + (size_t)x[j];
-                if (++blen[m] == (size_t)m) {
-                    tests[idx_joint[m]].counts[blk[m]]++;
-                    blk[m] = blen[m] = 0;
-                }
-            }
-        }
+        if (iid)
+            for (size_t j = 0; j < k; j++) count_stream(&v, idx_all, idx_joint, V, (size_t)x[j], counts_a, blk, blen);
     }
+    sum->tokens = tokens;
     if (o->two_sample) {
-        /* As many plain target tokens as the speculative stream emitted, one generator read in
-         * order, so the sample does not depend on threads either. */
+        /* As many plain target tokens as the sample holds, one generator read in order. */
         tr = sl_rng_alloc(o->seed, SL_STREAM_TARGET, UINT64_MAX);
         pal = sl_alias_alloc(V);
         double *tp = sl_malloc(V * sizeof *tp);
@@ -347,31 +459,56 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_verify_res
         free(tp);
         memset(blk, 0, sizeof blk);
         memset(blen, 0, sizeof blen);
-        for (uint64_t i = 0; i < res.tokens; i++) {
-            size_t x = sl_alias_sample(pal, tr);
-            tests[idx_all].counts_b[x]++;
-            if (idx_joint[2] != SIZE_MAX) {
-                blk[2] = blk[2] * V + x;
-                if (++blen[2] == 2) {
-                    tests[idx_joint[2]].counts_b[blk[2]]++;
-                    blk[2] = blen[2] = 0;
-                }
-            }
-        }
+        for (uint64_t i = 0; i < tokens; i++)
+            count_stream(&v, idx_all, idx_joint, V, sl_alias_sample(pal, tr), counts_b, blk, blen);
     }
+    if ((rc = sl_verify_finish(&v, o, sum))) goto done;
+    if (iid && !o->two_sample && (rc = lenience_bound(plan, v.t[idx_all].counts, sum))) goto done;
+    *out = sum;
+    sum = NULL;
+done:
+    sl_verify_result_free(sum);
+    sl_vtests_free(&v);
+    if (tr) gsl_rng_free(tr);
+    sl_alias_free(pal);
+    return rc;
+}
 
-    /* ---- tests ---- */
-    size_t live[MAX_TESTS], n_live = 0;
+int sl_verify_finish(const sl_vtests *v, const sl_verify_opts *o, sl_verify_result *sum)
+{
+    const size_t nt = v->n;
+    int rc = SL_OK;
+    size_t *live = sl_malloc((nt ? nt : 1) * sizeof *live), n_live = 0;
+    double *live_p = sl_malloc((nt ? nt : 1) * sizeof *live_p), *live_adj = sl_malloc((nt ? nt : 1) * sizeof *live_adj);
+    free(sum->test);
+    sum->test = calloc(nt ? nt : 1, sizeof *sum->test);
+    sum->n_rows = 0;
+    if (!live || !live_p || !live_adj || !sum->test) {
+        rc = sl_fail(SL_EFAIL, "out of memory computing the verify tests");
+        goto done;
+    }
     for (size_t i = 0; i < nt; i++) {
-        vtest *t = &tests[i];
+        const sl_vtest *t = &v->t[i];
         sl_verify_test *r = &sum->test[i];
         memcpy(r->name, t->name, sizeof r->name);
-        const char *null = "target";
-        if (o->two_sample) null = "plain-target";
-        else if (i >= idx_rej && i < idx_rej + (iid ? 1 : gamma)) null = rejection_null(cfg);
-        else if (i == idx_joint[2]) null = "target^2";
-        else if (i == idx_joint[3]) null = "target^3";
-        snprintf(r->null, sizeof r->null, "%s", null);
+        memcpy(r->null, t->null, sizeof r->null);
+        r->categories = t->k;
+        r->p_small = NAN;
+        r->method = "none";
+        r->p_random = NAN;
+        r->p_holm = NAN;
+        r->reject = -1;
+        r->power = NAN;
+        r->p_pearson = r->p_g = r->p_value = NAN;
+        r->pearson = r->g = r->tv = r->tv_lo = r->tv_hi = NAN;
+        if (t->fixed_method) {
+            r->n = t->fixed_n;
+            r->method = t->fixed_method;
+            r->pearson = t->fixed_stat; /* the test's own statistic (KS D, say) */
+            r->p_value = r->p_random = t->fixed_p;
+            if (t->fixed_n > 0 && !isnan(t->fixed_p)) live[n_live++] = i;
+            continue;
+        }
         uint64_t n = 0, nb = 0;
         size_t m_pos = 0;
         for (size_t j = 0; j < t->k; j++) {
@@ -380,20 +517,7 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_verify_res
             if (t->pmf && t->pmf[j] > 0) m_pos++;
         }
         r->n = n;
-        r->categories = t->k;
-        r->p_small = NAN;
-        r->method = "none";
-        r->p_random = NAN;
-        r->p_holm = NAN;
-        r->reject = -1;
-        r->power = NAN;
-        if (n == 0 || (t->counts_b && nb == 0)) {
-            r->p_pearson = r->p_g = r->p_value = NAN;
-            r->pearson = r->g = r->tv = r->tv_lo = r->tv_hi = NAN;
-            r->cells = 0;
-            r->df = 0;
-            continue;
-        }
+        if (n == 0 || (t->counts_b && nb == 0)) continue;
         sl_gof gx, gg;
         if (t->counts_b) {
             if ((rc = sl_stats_homogeneity(t->counts, t->counts_b, t->k, SL_GOF_PEARSON, &gx))) goto done;
@@ -409,6 +533,7 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_verify_res
             r->method = "homogeneity";
             r->p_value = gx.p_value;
             r->p_random = gx.p_value;
+            r->n_b = nb;
         } else {
             if ((rc = sl_stats_gof(t->counts, t->pmf, t->k, SL_GOF_PEARSON, &gx))) goto done;
             if ((rc = sl_stats_gof(t->counts, t->pmf, t->k, SL_GOF_G, &gg))) goto done;
@@ -455,11 +580,12 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_verify_res
         }
         live[n_live++] = i;
     }
-    double live_p[MAX_TESTS], live_adj[MAX_TESTS];
+    sum->n_rows = nt;
     for (size_t j = 0; j < n_live; j++) live_p[j] = sum->test[live[j]].p_value;
     if ((rc = sl_stats_holm(live_p, n_live, live_adj))) goto done;
     sum->min_p_holm = 1;
     sum->min_p = 1;
+    sum->n_rejected = 0;
     for (size_t j = 0; j < n_live; j++) {
         sl_verify_test *r = &sum->test[live[j]];
         r->p_holm = live_adj[j];
@@ -469,57 +595,20 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_verify_res
         sum->n_rejected += live_adj[j] <= o->level;
     }
     sum->n_tests = n_live;
-    sum->n_rows = nt;
     sum->rejected = sum->n_rejected > 0;
     sum->power_level = o->level / (double)(n_live ? n_live : 1);
     for (size_t i = 0; i < nt; i++) {
         sl_verify_test *r = &sum->test[i];
-        if (r->df < 1) continue;
+        if (r->df < 1 || v->t[i].fixed_method) continue;
         double neff = (double)r->n;
-        if (tests[i].counts_b) neff = neff / 2; /* equal sample sizes: n_a n_b / (n_a + n_b) */
+        if (v->t[i].counts_b) /* homogeneity: n_a n_b / (n_a + n_b) */
+            neff = (double)r->n * (double)r->n_b / (double)(r->n + r->n_b);
         r->power = sl_stats_power_at_n(neff, o->tv_delta, r->df, sum->power_level);
     }
-
-    /* ---- lenience bound ---- */
-    if (iid && !o->two_sample && idx_all != SIZE_MAX) {
-        const double *p = sl_mc_plan_p(plan, 0);
-        double l = cfg->rule == SL_RULE_LENIENT || cfg->rule == SL_RULE_LENIENT_T0 ? cfg->lenience : 1.0;
-        uint64_t n = 0;
-        for (size_t x = 0; x < V; x++) n += tests[idx_all].counts[x];
-        double excess = -INFINITY, ratio = 0, a_tok = 0.001 / (double)V;
-        if (V <= 64 && cfg->rule == SL_RULE_LENIENT && n > 0) {
-            sum->token = calloc(V, sizeof *sum->token);
-            if (!sum->token) {
-                rc = sl_fail(SL_EFAIL, "out of memory allocating the lenience bound");
-                goto done;
-            }
-            sum->n_tokens = V;
-        }
-        for (size_t x = 0; x < V && n > 0; x++) {
-            uint64_t c = tests[idx_all].counts[x];
-            double lo, hi, f = (double)c / (double)n, bound = fmin(1.0, p[x] / l);
-            sl_stats_wilson(c, n, a_tok, &lo, &hi);
-            excess = fmax(excess, lo - bound);
-            if (p[x] > 0) ratio = fmax(ratio, f / p[x]);
-            else if (c > 0) ratio = INFINITY;
-            if (sum->token) sum->token[x] = (sl_verify_token){p[x], f, lo, hi, bound, lo <= bound};
-        }
-        if (cfg->rule == SL_RULE_LENIENT) sum->lenience_excess = excess;
-        sum->max_freq_ratio = ratio;
-    }
-    *out = sum;
-    sum = NULL;
 done:
-    sl_verify_result_free(sum);
-    for (size_t i = 0; i < nt; i++) {
-        free(tests[i].counts);
-        free(tests[i].counts_b);
-        free(tests[i].pmf);
-    }
-    free(tok);
-    free(nem);
-    if (tr) gsl_rng_free(tr);
-    sl_alias_free(pal);
+    free(live);
+    free(live_p);
+    free(live_adj);
     return rc;
 }
 

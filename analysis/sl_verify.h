@@ -62,6 +62,7 @@ typedef struct {
     char null[32];        /* the null pmf: target, residual, sampler-match, argmax-p, target^2,
                              target^3, or plain-target (two-sample homogeneity) */
     size_t n;             /* observations (speculative sample) */
+    size_t n_b;           /* observations of the other sample (homogeneity); 0 otherwise */
     size_t categories;    /* k: support of the test */
     size_t cells;         /* cells after pooling */
     double df;            /* degrees of freedom of the asymptotic test */
@@ -90,8 +91,8 @@ typedef struct {
     size_t iterations;
     uint64_t tokens;      /* emitted by the speculative sampler */
     double level, tv_delta;
-    size_t n_rows;                                /* tests built, with data or not */
-    sl_verify_test test[SL_VERIFY_MAX_TESTS];     /* (n_rows) */
+    size_t n_rows;        /* tests built, with data or not */
+    sl_verify_test *test; /* (n_rows) */
     size_t n_tests;       /* tests counted by Holm (with data, not degenerate) */
     size_t n_rejected;    /* tests with Holm-adjusted p <= level */
     double min_p_holm;
@@ -109,6 +110,13 @@ typedef struct {
 /* Runs the sampler of plan and the tests into *out (free with sl_verify_result_free). */
 int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_verify_result **out);
 void sl_verify_result_free(sl_verify_result *r);
+/* The same tests on tokens a sampler emitted elsewhere (plan gives the pair, gamma and rule; its
+ * sampler is not run). With nem, tok is (n, gamma + 1): iteration t emitted nem[t] tokens (1 to
+ * gamma + 1), the accepted drafts then a resampled token, or gamma accepted drafts and the bonus
+ * token. With nem == NULL, tok is a plain stream of n tokens and only the stream tests (all,
+ * pair, triple) run, which needs an i.i.d. plan. o->iterations is not used. */
+int sl_verify_samples(const sl_mc_plan *plan, const int32_t *tok, const uint8_t *nem, size_t n,
+                      const sl_verify_opts *o, sl_verify_result **out);
 /* Renders a result: tables verdict, tests and (lenient rule, V <= 64) lenience_bound, owned by
  * the caller; tables must hold 3. */
 int sl_verify_report(const sl_verify_result *r, sl_table **tables, size_t *n_tables);

@@ -80,7 +80,35 @@ static int make_plan(const vec *p, const vec *q, const sl_mc_family_params *fp, 
     return rc;
 }
 
+/* The other modes, each in its own file: two sample files (cmd_verify_two.c) and real models in
+ * one process (cmd_verify_models.c). */
+extern int sl_cmd_verify_two(int argc, char **argv) __attribute__((weak));
+extern int sl_cmd_verify_models(int argc, char **argv) __attribute__((weak));
+
+/* Which mode argv asks for: 2 = two sample files (--two-sample A B), 3 = models (--target or
+ * --draft), 1 = a synthetic pair or an external sample file. */
+static int verify_mode(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--target") || !strcmp(argv[i], "--draft") || !strncmp(argv[i], "--target=", 9) ||
+            !strncmp(argv[i], "--draft=", 8))
+            return 3;
+        if (!strcmp(argv[i], "--two-sample") && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) return 2;
+    }
+    return 1;
+}
+
+static int verify_synthetic(int argc, char **argv);
+
 int sl_cmd_verify(int argc, char **argv)
+{
+    int mode = verify_mode(argc, argv);
+    int (*fn)(int, char **) = mode == 2 ? sl_cmd_verify_two : mode == 3 ? sl_cmd_verify_models : verify_synthetic;
+    if (!fn) return sl_fail(SL_EFAIL, "verify: this mode is not built yet");
+    return fn(argc, argv);
+}
+
+static int verify_synthetic(int argc, char **argv)
 {
     sl_mc_family_params fp = SL_MC_FAMILY_DEFAULT;
     fp.V = 8;
