@@ -73,14 +73,14 @@ static void onehot(double *out, const double *p, size_t V)
 }
 
 /* The target pmf the rule must reproduce at a position. */
-static void target_pmf(const sl_spec_config *cfg, const double *p, size_t V, double *out)
+void sl_verify_null_target(const sl_spec_config *cfg, const double *p, size_t V, double *out)
 {
     if (cfg->rule == SL_RULE_LENIENT_T0) onehot(out, p, V);
     else memcpy(out, p, V * sizeof *out);
 }
 
 /* The pmf of the token emitted at a rejection, as the rule prescribes it. */
-static void rejection_pmf(const sl_spec_config *cfg, const double *p, const double *q, size_t V, double *out)
+void sl_verify_null_rejection(const sl_spec_config *cfg, const double *p, const double *q, size_t V, double *out)
 {
     if (cfg->rule == SL_RULE_LENIENT_T0) {
         onehot(out, p, V);
@@ -243,7 +243,7 @@ int sl_verify_power_report(const sl_verify_power_result *r, sl_table **out)
 }
 
 /* The name of the null pmf of a rejection test under the rule. */
-static const char *rejection_null(const sl_spec_config *cfg)
+const char *sl_verify_null_rejection_name(const sl_spec_config *cfg)
 {
     if (cfg->rule == SL_RULE_LENIENT_T0) return "argmax-p";
     if (cfg->rule == SL_RULE_SAMPLER_MATCH) return "sampler-match";
@@ -302,7 +302,7 @@ static int add_stream_tests(sl_vtests *v, const sl_mc_plan *plan, const sl_verif
     *idx_all = v->n;
     if (!(t = sl_vtests_add(v, "all", o->two_sample ? "plain-target" : "target", V, !o->two_sample, o->two_sample)))
         return SL_EFAIL;
-    if (!o->two_sample) target_pmf(cfg, sl_mc_plan_p(plan, 0), V, t->pmf);
+    if (!o->two_sample) sl_verify_null_target(cfg, sl_mc_plan_p(plan, 0), V, t->pmf);
     for (int m = 2; m <= 3; m++) {
         if (Kj[m] > JOINT_MAX_CELLS || Kj[m] / V != Kj[m - 1]) continue;
         if (o->two_sample && m == 3) continue;
@@ -313,7 +313,7 @@ static int add_stream_tests(sl_vtests *v, const sl_mc_plan *plan, const sl_verif
         if (!o->two_sample) {
             double *tp = sl_malloc(V * sizeof *tp);
             if (!tp) return SL_EFAIL;
-            target_pmf(cfg, sl_mc_plan_p(plan, 0), V, tp);
+            sl_verify_null_target(cfg, sl_mc_plan_p(plan, 0), V, tp);
             product_pmf(tp, V, m, t->pmf);
             free(tp);
         }
@@ -398,22 +398,22 @@ int sl_verify_samples(const sl_mc_plan *plan, const int32_t *tok, const uint8_t 
         sl_vtest *t;
         char name[32];
         if (!(t = sl_vtests_add(&v, "first", "target", V, 1, 0))) { rc = SL_EFAIL; goto done; }
-        target_pmf(cfg, sl_mc_plan_p(plan, 0), V, t->pmf);
+        sl_verify_null_target(cfg, sl_mc_plan_p(plan, 0), V, t->pmf);
         idx_k = v.n;
         for (size_t k = 2; k <= gamma; k++) {
             snprintf(name, sizeof name, "token_%zu", k);
             if (!(t = sl_vtests_add(&v, name, "target", V, 1, 0))) { rc = SL_EFAIL; goto done; }
-            target_pmf(cfg, sl_mc_plan_p(plan, iid ? 0 : k - 1), V, t->pmf);
+            sl_verify_null_target(cfg, sl_mc_plan_p(plan, iid ? 0 : k - 1), V, t->pmf);
         }
         idx_bonus = v.n;
         if (!(t = sl_vtests_add(&v, "bonus", "target", V, 1, 0))) { rc = SL_EFAIL; goto done; }
-        target_pmf(cfg, sl_mc_plan_p(plan, iid ? 0 : gamma), V, t->pmf);
+        sl_verify_null_target(cfg, sl_mc_plan_p(plan, iid ? 0 : gamma), V, t->pmf);
         idx_rej = v.n;
         for (size_t k = 1; k <= (iid ? 1 : gamma); k++) {
             if (iid) snprintf(name, sizeof name, "after_rejection");
             else snprintf(name, sizeof name, "after_rejection_%zu", k);
-            if (!(t = sl_vtests_add(&v, name, rejection_null(cfg), V, 1, 0))) { rc = SL_EFAIL; goto done; }
-            rejection_pmf(cfg, sl_mc_plan_p(plan, iid ? 0 : k - 1), sl_mc_plan_q(plan, iid ? 0 : k - 1), V, t->pmf);
+            if (!(t = sl_vtests_add(&v, name, sl_verify_null_rejection_name(cfg), V, 1, 0))) { rc = SL_EFAIL; goto done; }
+            sl_verify_null_rejection(cfg, sl_mc_plan_p(plan, iid ? 0 : k - 1), sl_mc_plan_q(plan, iid ? 0 : k - 1), V, t->pmf);
         }
     }
     if (iid && (rc = add_stream_tests(&v, plan, o, &idx_all, idx_joint))) goto done;
@@ -454,7 +454,7 @@ int sl_verify_samples(const sl_mc_plan *plan, const int32_t *tok, const uint8_t 
             rc = SL_EFAIL;
             goto done;
         }
-        target_pmf(cfg, sl_mc_plan_p(plan, 0), V, tp); /* lenient-t0: the target is argmax p */
+        sl_verify_null_target(cfg, sl_mc_plan_p(plan, 0), V, tp); /* lenient-t0: the target is argmax p */
         sl_alias_build(pal, tp);
         free(tp);
         memset(blk, 0, sizeof blk);
@@ -499,6 +499,7 @@ int sl_verify_finish(const sl_vtests *v, const sl_verify_opts *o, sl_verify_resu
         r->p_holm = NAN;
         r->reject = -1;
         r->power = NAN;
+        r->tv_90 = NAN;
         r->p_pearson = r->p_g = r->p_value = NAN;
         r->pearson = r->g = r->tv = r->tv_lo = r->tv_hi = NAN;
         if (t->fixed_method) {
@@ -604,6 +605,9 @@ int sl_verify_finish(const sl_vtests *v, const sl_verify_opts *o, sl_verify_resu
         if (v->t[i].counts_b) /* homogeneity: n_a n_b / (n_a + n_b) */
             neff = (double)r->n * (double)r->n_b / (double)(r->n + r->n_b);
         r->power = sl_stats_power_at_n(neff, o->tv_delta, r->df, sum->power_level);
+        /* The TV this test detects with power 0.9 against any alternative: lambda = 4 n tv^2. */
+        double lambda;
+        if (!sl_stats_lambda_for_power(r->df, sum->power_level, 0.9, &lambda)) r->tv_90 = fmin(1, sqrt(lambda / (4 * neff)));
     }
 done:
     free(live);
@@ -638,7 +642,7 @@ int sl_verify_report(const sl_verify_result *r, sl_table **tables, size_t *n_tab
         SL_COL_D("pearson", "%.3f"), SL_COL_D("p_pearson", "%.3g"), SL_COL_D("g", "%.3f"), SL_COL_D("p_g", "%.3g"),
         SL_COL_D("p_small", "%.3g"), SL_COL_S("method"), SL_COL_D("p_value", "%.3g"), SL_COL_D("p_holm", "%.3g"),
         SL_COL_I("reject"), SL_COL_D("tv", "%.4f"), SL_COL_D("tv_lo", "%.4f"), SL_COL_D("tv_hi", "%.4f"),
-        SL_COL_D("power", "%.3f")};
+        SL_COL_D("power", "%.3f"), SL_COL_D("tv_90", "%.4f")};
     static const sl_colspec lcols[] = {SL_COL_I("token"), SL_COL_D("p", "%.6f"), SL_COL_D("frequency", "%.6f"),
                                        SL_COL_D("ci_lo", "%.6f"), SL_COL_D("ci_hi", "%.6f"),
                                        SL_COL_D("bound", "%.6f"), SL_COL_I("within")};
@@ -679,6 +683,7 @@ int sl_verify_report(const sl_verify_result *r, sl_table **tables, size_t *n_tab
         sl_table_setd(tt, "tv_lo", e->tv_lo);
         sl_table_setd(tt, "tv_hi", e->tv_hi);
         sl_table_setd(tt, "power", e->power);
+        sl_table_setd(tt, "tv_90", e->tv_90);
     }
     tables[(*n_tables)++] = vt;
     tables[(*n_tables)++] = tt;

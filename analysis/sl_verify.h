@@ -76,6 +76,8 @@ typedef struct {
     int reject;           /* p_holm <= level; -1 when not counted */
     double tv, tv_lo, tv_hi; /* TV and its Hoeffding-union CI at the level */
     double power;         /* power at n against TV >= tv_delta at level / tests; NaN when df < 1 */
+    double tv_90;         /* the TV this test detects with power 0.9 at its n and level / tests,
+                             whatever the alternative (4 n tv^2 = lambda_0.9); NaN when df < 1 */
     int degenerate;       /* a null with one possible token: reported, not counted */
 } sl_verify_test;
 

@@ -47,4 +47,11 @@ sl_verify_result *sl_verify_result_new(void);
  * the Monte Carlo p-values and the tie randomisation (test i uses item i). */
 int sl_verify_finish(const sl_vtests *v, const sl_verify_opts *o, sl_verify_result *r);
 
+/* The null pmfs of the rule (V): the target a position must reproduce (argmax p for lenient-t0,
+ * else p), the token emitted at a rejection (the residual norm(max(0, p - q)); p (1 - q)
+ * normalised for sampler-match; argmax p for lenient-t0), and that null's name in reports. */
+void sl_verify_null_target(const sl_spec_config *cfg, const double *p, size_t V, double *out);
+void sl_verify_null_rejection(const sl_spec_config *cfg, const double *p, const double *q, size_t V, double *out);
+const char *sl_verify_null_rejection_name(const sl_spec_config *cfg);
+
 #endif
