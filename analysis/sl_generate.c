@@ -5,6 +5,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +128,64 @@ static int check_config(const sl_generate_config *c)
     return SL_OK;
 }
 
+/* One worker: its own models, each holding the scored prompt, and
+ * its own random streams, reseeded per sample. */
+typedef struct {
+    sl_lm_handle *ht, *hd;  /* hd NULL in autoregressive mode */
+    sl_lm_prefix tp, dp;
+    int tp_ok, dp_ok, rng_ok;
+    sl_rand_rng rr;
+    double prompt_target_s, prompt_draft_s; /* the prompt's scoring */
+} gen_worker;
+
+static void worker_free(gen_worker *w)
+{
+    if (w->tp_ok) sl_lm_prefix_free(&w->tp);
+    if (w->dp_ok) sl_lm_prefix_free(&w->dp);
+    if (w->rng_ok) sl_rand_rng_free(&w->rr);
+    sl_lm_close(w->ht);
+    sl_lm_close(w->hd);
+}
+
+/* Starts the worker's models for need tokens and scores the prompt. */
+static int worker_start(gen_worker *w, const sl_generate_config *c, const int32_t *prompt, size_t n_prompt,
+                        size_t need)
+{
+    int rc = sl_lm_start(w->ht, need);
+    if (!rc && w->hd) rc = sl_lm_start(w->hd, need);
+    if (rc) return rc;
+    double t0 = sl_now_s();
+    if ((rc = sl_lm_prefix_init(&w->tp, &w->ht->lm, prompt, n_prompt, 0))) return rc;
+    w->tp_ok = 1;
+    double t1 = sl_now_s();
+    w->prompt_target_s = t1 - t0;
+    if (w->hd) {
+        if ((rc = sl_lm_prefix_init(&w->dp, &w->hd->lm, prompt, n_prompt, 0))) return rc;
+        w->dp_ok = 1;
+    }
+    w->prompt_draft_s = sl_now_s() - t1;
+    if ((rc = sl_rand_rng_init(&w->rr, c->seed, 0))) return rc;
+    w->rng_ok = 1;
+    return SL_OK;
+}
+
+/* Sample s from the streams of item s: what a from-scratch decode of item s gives. */
+static int one_sample(gen_worker *w, const sl_generate_config *c, const int32_t *prompt, size_t n_prompt, int32_t eos,
+                      size_t s, sl_generate_sample *x, sl_spec_stats *st, double *target_s)
+{
+    sl_rand_rng_reseed(&w->rr, c->seed, s);
+    int rc = sl_lm_prefix_reset(&w->tp);
+    if (!rc && w->dp_ok) rc = sl_lm_prefix_reset(&w->dp);
+    if (rc) return rc;
+    memset(st, 0, sizeof *st);
+    *target_s = 0;
+    if (c->autoregressive)
+        return sl_spec_autoregressive(&w->tp.lm, prompt, n_prompt, c->tokens, eos, &w->rr.base, x->tokens, &x->n_out,
+                                      target_s);
+    return sl_spec_decode(&c->rule, c->gamma, &w->tp.lm, &w->dp.lm, prompt, n_prompt, c->tokens, eos, &w->rr.base,
+                          x->tokens, &x->n_out, st, NULL, NULL);
+}
+
 int sl_generate_run(const sl_generate_config *c, sl_generate_result **out)
 {
     *out = NULL;
@@ -134,15 +194,18 @@ int sl_generate_run(const sl_generate_config *c, sl_generate_result **out)
     if (c->tokens_out && (rc = check_tokens_out(c->tokens_out))) return rc;
     const int ar = c->autoregressive;
     const size_t K = c->samples ? c->samples : 1;
-    sl_lm_handle *ht = NULL, *hd = NULL;
+    const size_t W = c->threads < 2 ? 1 : c->threads < K ? c->threads : K;
     sl_tok *tok = NULL;
     int32_t *prompt = NULL;
-    sl_rand_rng rr;
-    sl_lm_prefix tp, dp;
-    int rng_ok = 0, tp_ok = 0, dp_ok = 0;
+    gen_worker *wk = calloc(W, sizeof *wk);
+    sl_spec_stats *sst = calloc(K, sizeof *sst); /* (K) per sample, summed in sample order */
+    double *sts = calloc(K, sizeof *sts);        /* (K) autoregressive target time per sample */
     size_t n_prompt = 0;
     sl_generate_result *r = calloc(1, sizeof *r);
-    if (!r) return sl_fail(SL_EFAIL, "out of memory");
+    if (!r || !wk || !sst || !sts) {
+        rc = sl_fail(SL_EFAIL, "out of memory");
+        goto done;
+    }
     r->autoregressive = ar;
     r->listed = c->samples > 0;
     r->gamma = ar ? 0 : c->gamma;
@@ -150,9 +213,11 @@ int sl_generate_run(const sl_generate_config *c, sl_generate_result **out)
     /* The target first: a lookup draft takes its vocabulary, and the one vocabulary check of
      * sl_lm_open compares the draft's against it. */
     sl_lm_open_opts ot = {c->sampling, 0, c->target_role ? c->target_role : "target", NULL};
-    if ((rc = sl_lm_open(c->target, &ot, &ht))) goto done;
+    if ((rc = sl_lm_open(c->target, &ot, &wk[0].ht))) goto done;
+    sl_lm_handle *ht = wk[0].ht;
     sl_lm_open_opts od = {c->sampling, ht->vocab_size, c->draft_role ? c->draft_role : "draft", c->target};
-    if (!ar && (rc = sl_lm_open(c->draft, &od, &hd))) goto done;
+    if (!ar && (rc = sl_lm_open(c->draft, &od, &wk[0].hd))) goto done;
+    sl_lm_handle *hd = wk[0].hd;
     if (ht->tokenizer_json && (rc = sl_tok_from_json(ht->tokenizer_json, &tok))) goto done;
     if (c->prompt) {
         if (!tok) {
@@ -191,52 +256,63 @@ int sl_generate_run(const sl_generate_config *c, sl_generate_result **out)
                          n_prompt, c->tokens, c->gamma, need, limit);
         goto done;
     }
-    if ((rc = sl_lm_start(ht, need)) || (!ar && (rc = sl_lm_start(hd, need)))) goto done;
-    if ((rc = sl_rand_rng_init(&rr, c->seed, 0))) goto done;
-    rng_ok = 1;
     const size_t stride = c->tokens + r->gamma + 1; /* a speculative iteration may emit past the budget */
     r->n_samples = K;
+    r->n_prompt = n_prompt;
     r->samples = calloc(K, sizeof *r->samples);
     r->token_block = sl_malloc(K * stride * sizeof *r->token_block);
     if (!r->samples || !r->token_block) {
         rc = sl_fail(SL_EFAIL, "out of memory for %zu samples", K);
         goto done;
     }
-    r->n_prompt = n_prompt;
-    double t0 = sl_now_s(), t1;
-    /* The prompt is scored once per model; its time counts where a single decode would count it:
-     * the target's in verify_s (target_s), the draft's in draft_s. */
-    if ((rc = sl_lm_prefix_init(&tp, &ht->lm, prompt, n_prompt, 0))) goto done;
-    tp_ok = 1;
-    t1 = sl_now_s();
-    const double prompt_target_s = t1 - t0;
-    if (!ar) {
-        if ((rc = sl_lm_prefix_init(&dp, &hd->lm, prompt, n_prompt, 0))) goto done;
-        dp_ok = 1;
-    }
-    const double prompt_draft_s = sl_now_s() - t1;
-    for (size_t s = 0; s < K && !rc; s++) {
-        sl_generate_sample *x = &r->samples[s];
-        x->tokens = r->token_block + s * stride;
-        sl_rand_rng_reseed(&rr, c->seed, s);
-        if ((rc = sl_lm_prefix_reset(&tp)) || (!ar && (rc = sl_lm_prefix_reset(&dp)))) break;
-        if (ar) {
-            double ts;
-            rc = sl_spec_autoregressive(&tp.lm, prompt, n_prompt, c->tokens, eos, &rr.base, x->tokens, &x->n_out, &ts);
-            r->target_s += ts;
-        } else {
-            sl_spec_stats st;
-            rc = sl_spec_decode(&c->rule, c->gamma, &tp.lm, &dp.lm, prompt, n_prompt, c->tokens, eos, &rr.base,
-                                x->tokens, &x->n_out, &st, NULL, NULL);
-            if (!rc) stats_add(&r->stats, &st);
+    for (size_t s = 0; s < K; s++) r->samples[s].tokens = r->token_block + s * stride;
+    double t0 = sl_now_s();
+    /* Every worker scores the prompt once; that time counts where a single decode counts it: the
+     * target's in verify_s (target_s), the draft's in draft_s. */
+    for (size_t w = 0; w < W && !rc; w++) {
+        if (w > 0) {
+            rc = sl_lm_open(c->target, &ot, &wk[w].ht);
+            if (!rc && !ar) rc = sl_lm_open(c->draft, &od, &wk[w].hd);
         }
-        r->tokens_out += x->n_out;
+        if (!rc) rc = worker_start(&wk[w], c, prompt, n_prompt, need);
+    }
+    if (rc) goto done;
+    if (W == 1) {
+        /* No parallel region: the models keep their own OpenMP threads. */
+        for (size_t s = 0; s < K && !rc; s++) rc = one_sample(&wk[0], c, prompt, n_prompt, eos, s, &r->samples[s], &sst[s], &sts[s]);
+    } else {
+        /* Workers take whole samples (their models run single-threaded inside the region); sample
+         * s depends on s alone, so the split changes nothing. The first failing sample's error wins. */
+        size_t err_sample = SIZE_MAX;
+        char errbuf[512] = "";
+#pragma omp parallel for schedule(dynamic) num_threads((int)W)
+        for (size_t s = 0; s < K; s++) {
+            int e = one_sample(&wk[omp_get_thread_num()], c, prompt, n_prompt, eos, s, &r->samples[s], &sst[s], &sts[s]);
+            if (e) {
+#pragma omp critical(sl_generate_err)
+                if (s < err_sample) {
+                    err_sample = s;
+                    rc = e;
+                    snprintf(errbuf, sizeof errbuf, "%s", sl_errmsg());
+                }
+            }
+        }
+        if (rc) rc = sl_fail(rc, "%s", errbuf);
     }
     r->wall_s = sl_now_s() - t0;
     if (rc) goto done;
-    r->target_s += prompt_target_s;
-    r->stats.verify_s += prompt_target_s;
-    r->stats.draft_s += prompt_draft_s;
+    for (size_t s = 0; s < K; s++) {
+        stats_add(&r->stats, &sst[s]);
+        r->target_s += sts[s];
+        r->tokens_out += r->samples[s].n_out;
+    }
+    for (size_t w = 0; w < W; w++) {
+        r->target_s += wk[w].prompt_target_s;
+        if (!ar) {
+            r->stats.verify_s += wk[w].prompt_target_s;
+            r->stats.draft_s += wk[w].prompt_draft_s;
+        }
+    }
     for (size_t s = 0; tok && s < K; s++) {
         size_t nb;
         if ((rc = sl_tok_decode(tok, r->samples[s].tokens, r->samples[s].n_out, &r->samples[s].text, &nb))) goto done;
@@ -254,11 +330,10 @@ int sl_generate_run(const sl_generate_config *c, sl_generate_result **out)
 done:
     sl_generate_result_free(r);
     free(prompt);
-    if (rng_ok) sl_rand_rng_free(&rr);
-    if (tp_ok) sl_lm_prefix_free(&tp);
-    if (dp_ok) sl_lm_prefix_free(&dp);
-    sl_lm_close(ht);
-    sl_lm_close(hd);
+    for (size_t w = 0; wk && w < W; w++) worker_free(&wk[w]);
+    free(wk);
+    free(sst);
+    free(sts);
     if (tok) sl_tok_free(tok);
     return rc;
 }

@@ -7,7 +7,8 @@
  *
  * K continuations score the prompt once (sim/sl_lm_prefix.h) and sample i draws from the random
  * streams of item i, (seed, stream, i): sample 0 is the single generation with the same seed, and
- * each sample is the continuation a from-scratch decode of item i gives, whatever K.
+ * each sample is the continuation a from-scratch decode of item i gives, whatever K and the
+ * number of workers.
  */
 #ifndef SL_GENERATE_H
 #define SL_GENERATE_H
@@ -34,6 +35,9 @@ typedef struct {
     int eos_set;                    /* 0: the tokenizer's <|endoftext|> when there is one, else none */
     int32_t eos;                    /* with eos_set: stop at this token; -1 = never */
     uint64_t seed;                  /* sample i draws from (seed, stream, i) */
+    size_t threads;                 /* workers drawing samples in parallel, each with its own models
+                                       and single-threaded; 0 or 1: one worker whose models use
+                                       the OpenMP threads. The samples do not depend on it */
     sl_sampling sampling;           /* standardises both models' logits */
     sl_spec_config rule;            /* acceptance rule and lenience (speculative) */
     /* NULL, or a file for the continuations as lines `SAMPLE MODE t1,t2,...` (the format of

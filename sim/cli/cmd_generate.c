@@ -24,7 +24,8 @@ static const char about[] =
     "streams of item i, so sample 0 is what the same command without --samples prints. The table\n"
     "format prints one line per sample, `INDEX<TAB>TEXT` with \\, newline, CR and tab escaped as\n"
     "\\\\ \\n \\r \\t (`INDEX<TAB>ID ID ...` without a tokenizer), then the summary; csv and json\n"
-    "give a `samples` table (sample, n_new, token_ids, text).\n"
+    "give a `samples` table (sample, n_new, token_ids, text). --threads N spreads the samples over\n"
+    "N workers, each with its own single-threaded copy of the models: the same output for any N.\n"
     "--tokens-out FILE writes lines `SAMPLE MODE t1,t2,...` (the format of run --tokens-out, for\n"
     "verify --two-sample); an existing file is replaced only if it holds such lines.\n"
     "T and D: model files (gpt2, llama or ngram; models/FORMAT.md) or lookup:N[:EPS[:NGRAM_FILE]]\n"
@@ -80,11 +81,11 @@ int sl_cmd_generate(int argc, char **argv)
     sl_cli c;
     sl_cli_init(&c, "generate",
                 "--target T --draft D --gamma G (--prompt-ids 1,2,3 | --prompt TEXT)\n"
-                "                        --tokens N [--samples K] [--tokens-out FILE] [--seed S] [--temperature X]\n"
+                "                        --tokens N [--samples K [--threads N]] [--tokens-out FILE] [--seed S] [--temperature X]\n"
                 "                        [--top-k K] [--top-p P] [--min-p M] [--rule exact|lenient|...] [--lenience L]\n"
                 "                        [--eos ID] [--format table|csv|json]\n"
                 "       speclab generate --autoregressive --target T (--prompt-ids 1,2,3 | --prompt TEXT) --tokens N\n"
-                "                        [--samples K] [--tokens-out FILE] [sampling, --seed, --eos, --format as above]",
+                "                        [--samples K [--threads N]] [--tokens-out FILE] [sampling, --seed, --eos, --format]",
                 about);
     sl_cli_string(&c, "target", "T", &g.target, "target model");
     sl_cli_string(&c, "draft", "D", &g.draft, "draft model");
@@ -97,6 +98,9 @@ int sl_cmd_generate(int argc, char **argv)
                 "K continuations of the prompt, one line each; sample i from the seed's item i");
     sl_cli_string(&c, "tokens-out", "FILE", &g.tokens_out, "also write the continuations' token ids (run's format)");
     sl_cli_group_seed(&c, &g.seed, NULL);
+    sl_cli_size(&c, "threads", "N", &g.threads, 1, 1024,
+                "--samples: N workers, each with its own single-threaded models (default 1: one worker, the "
+                "models threaded); the output does not depend on it");
     sl_cli_group_sampling(&c, &g.sampling);
     sl_cli_group_rule(&c, &g.rule);
     sl_cli_long(&c, "eos", "ID", &eos, -1, INT32_MAX, "stop at this token; -1 = never (default: the tokenizer's)");
@@ -116,6 +120,8 @@ int sl_cmd_generate(int argc, char **argv)
         if (!sl_cli_given(&c, "gamma")) return sl_fail(SL_EINPUT, "--gamma is required");
     }
     if (!sl_cli_given(&c, "tokens")) return sl_fail(SL_EINPUT, "--tokens is required");
+    if (sl_cli_given(&c, "threads") && !g.samples)
+        return sl_fail(SL_EINPUT, "--threads: workers share the samples of --samples K; give --samples");
     if (!ids_arg == !g.prompt) return sl_fail(SL_EINPUT, "give exactly one of --prompt-ids and --prompt");
     if (!g.autoregressive && (rc = sl_spec_config_validate(&g.rule))) return rc;
     g.eos_set = sl_cli_given(&c, "eos");

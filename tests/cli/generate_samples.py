@@ -4,7 +4,8 @@
 - Plumbing: K continuations print K lines (`INDEX<TAB>TEXT`, escaped) then the summary; the json
   `samples` table, the table lines and --tokens-out agree; sample 0 equals the single generation
   with the same seed (speculative with a model draft and with a lookup draft, and autoregressive);
-  sample i does not depend on K nor on the thread count; the same seed gives the same tokens,
+  sample i does not depend on K nor on the thread count (OpenMP threads of the models, or the
+  --threads workers); the same seed gives the same tokens,
   another seed other ones; ids lie in the vocabulary; a target without a tokenizer prints ids.
 - Distribution: 2000 autoregressive samples of one token follow p(. | prompt), the pmf that
   `speclab measure` logs (another code path: sl_log_measure scores the text prompt itself),
@@ -94,6 +95,16 @@ for name, base in (("speculative", SPEC), ("lookup draft", ["--target", T, "--dr
     check(name + ": same seed, same --tokens-out bytes", open(tok).read() == want)
 
 check("some text held a newline (escaping exercised)", escaped > 0)
+
+# --threads N: N workers with their own models; the samples and --tokens-out are the same bytes
+# for N = 1, 2, 3 (7 samples: uneven shares), in both modes.
+for name, base in (("speculative", SPEC), ("autoregressive", AR)):
+    got = []
+    for n in ("1", "2", "3"):
+        tok = f"{W}/thr{n}.tok"
+        js = gen_json(*base, *PROMPT, "--seed", "5", "--samples", "7", "--threads", n, "--tokens-out", tok)
+        got.append((js["samples"], open(tok).read()))
+    check(name + ": --threads 1, 2, 3 give the same samples and token file", got[0] == got[1] == got[2])
 
 # A target without a tokenizer: ids on each line.
 out = sl("generate", "--target", NOTOK, "--draft", NOTOK, "--gamma", "2", "--prompt-ids", "1,2,3", "--tokens", "5",
@@ -195,6 +206,7 @@ refused("--autoregressive with --draft", "--draft", *AR, *PROMPT, "--draft", D)
 refused("--autoregressive with --gamma", "--gamma", *AR, *PROMPT, "--gamma", "4")
 refused("--autoregressive with --rule", "--rule", *AR, *PROMPT, "--rule", "lenient")
 refused("--samples 0", "--samples", *SPEC, *PROMPT, "--samples", "0")
+refused("--threads without --samples", "--threads", *SPEC, *PROMPT, "--threads", "2")
 refused("--tokens-out onto a file that is not a token file", "not a token line", *SPEC, *PROMPT, "--samples", "2",
         "--tokens-out", f"{W}/notes.txt")
 check("the non-token file is untouched", open(f"{W}/notes.txt").read() == "my notes\n")
