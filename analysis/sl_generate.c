@@ -117,7 +117,8 @@ static int check_config(const sl_generate_config *c)
     if (!c->prompt == !c->prompt_ids) return sl_fail(SL_EINPUT, "prompt: give the text or the token ids, one of them");
     if (c->autoregressive) {
         if (c->draft) return sl_fail(SL_EINPUT, "draft: autoregressive generation takes no draft (%s given)", c->draft);
-        if (c->gamma) return sl_fail(SL_EINPUT, "gamma: autoregressive generation drafts nothing (gamma %zu given)", c->gamma);
+        if (c->gamma)
+            return sl_fail(SL_EINPUT, "gamma: autoregressive generation drafts nothing (gamma %zu given)", c->gamma);
         return SL_OK;
     }
     int rc = sl_spec_config_validate(&c->rule);
@@ -128,8 +129,8 @@ static int check_config(const sl_generate_config *c)
     return SL_OK;
 }
 
-/* One worker: its own models, each holding the scored prompt, and
- * its own random streams, reseeded per sample. */
+/* One worker: its own models, each holding the scored prompt, and its own random streams,
+ * reseeded per sample. */
 typedef struct {
     sl_lm_handle *ht, *hd;  /* hd NULL in autoregressive mode */
     sl_lm_prefix tp, dp;
@@ -279,7 +280,8 @@ int sl_generate_run(const sl_generate_config *c, sl_generate_result **out)
     if (rc) goto done;
     if (W == 1) {
         /* No parallel region: the models keep their own OpenMP threads. */
-        for (size_t s = 0; s < K && !rc; s++) rc = one_sample(&wk[0], c, prompt, n_prompt, eos, s, &r->samples[s], &sst[s], &sts[s]);
+        for (size_t s = 0; s < K && !rc; s++)
+            rc = one_sample(&wk[0], c, prompt, n_prompt, eos, s, &r->samples[s], &sst[s], &sts[s]);
     } else {
         /* Workers take whole samples (their models run single-threaded inside the region); sample
          * s depends on s alone, so the split changes nothing. The first failing sample's error wins. */
@@ -287,7 +289,8 @@ int sl_generate_run(const sl_generate_config *c, sl_generate_result **out)
         char errbuf[512] = "";
 #pragma omp parallel for schedule(dynamic) num_threads((int)W)
         for (size_t s = 0; s < K; s++) {
-            int e = one_sample(&wk[omp_get_thread_num()], c, prompt, n_prompt, eos, s, &r->samples[s], &sst[s], &sts[s]);
+            gen_worker *w = &wk[omp_get_thread_num()];
+            int e = one_sample(w, c, prompt, n_prompt, eos, s, &r->samples[s], &sst[s], &sts[s]);
             if (e) {
 #pragma omp critical(sl_generate_err)
                 if (s < err_sample) {

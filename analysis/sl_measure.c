@@ -178,7 +178,8 @@ static int measure_models(const sl_measure_config *c, sl_log_meta *meta)
             rc = sl_fail(SL_EINPUT,
                          "%s: %s: prompt %zu has %zu tokens; with %llu tokens to generate that is longer than "
                          "the context of %zu",
-                         c->prompts ? "prompts" : "prompt_ids", prompts, i + 1, pr.len[i], (unsigned long long)meta->tokens_per_sequence, ctx_len);
+                         c->prompts ? "prompts" : "prompt_ids", prompts, i + 1, pr.len[i],
+                         (unsigned long long)meta->tokens_per_sequence, ctx_len);
         if (pr.len[i] > longest) longest = pr.len[i];
     }
     if (!rc) rc = sl_lm_start(ht, longest + meta->tokens_per_sequence);

@@ -81,11 +81,12 @@ int sl_cmd_generate(int argc, char **argv)
     sl_cli c;
     sl_cli_init(&c, "generate",
                 "--target T --draft D --gamma G (--prompt-ids 1,2,3 | --prompt TEXT)\n"
-                "                        --tokens N [--samples K [--threads N]] [--tokens-out FILE] [--seed S] [--temperature X]\n"
-                "                        [--top-k K] [--top-p P] [--min-p M] [--rule exact|lenient|...] [--lenience L]\n"
-                "                        [--eos ID] [--format table|csv|json]\n"
+                "                        --tokens N [--samples K [--threads N]] [--tokens-out FILE] [--seed S]\n"
+                "                        [--temperature X] [--top-k K] [--top-p P] [--min-p M]\n"
+                "                        [--rule exact|lenient|...] [--lenience L] [--eos ID] [--format table|csv|json]\n"
                 "       speclab generate --autoregressive --target T (--prompt-ids 1,2,3 | --prompt TEXT) --tokens N\n"
-                "                        [--samples K [--threads N]] [--tokens-out FILE] [sampling, --seed, --eos, --format]",
+                "                        [--samples K [--threads N]] [--tokens-out FILE]\n"
+                "                        [sampling, --seed, --eos, --format as above]",
                 about);
     sl_cli_string(&c, "target", "T", &g.target, "target model");
     sl_cli_string(&c, "draft", "D", &g.draft, "draft model");
