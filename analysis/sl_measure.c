@@ -119,40 +119,68 @@ static int random_prompts(size_t K, size_t L, size_t V, uint64_t seed, prompt_se
     return SL_OK;
 }
 
-/* Target and draft (any spec of models/sl_lm_open.h), text prompts tokenized with the target's
- * tokenizer (or c->tokenizer), then sl_log_measure. */
+/* Text prompts (one per line) encoded with tok into a prompt set. */
+static int encode_prompts(const char *path, const sl_tok *tok, prompt_set *out)
+{
+    sl_prompts *pr = NULL;
+    int rc = sl_prompts_read(path, &pr);
+    if (rc) return rc;
+    prompt_set p = {pr->n, calloc(pr->n, sizeof *p.tok), calloc(pr->n, sizeof *p.len)};
+    if (!p.tok || !p.len) rc = sl_fail(SL_EFAIL, "out of memory");
+    for (size_t i = 0; !rc && i < pr->n; i++) {
+        rc = sl_tok_encode(tok, pr->text[i], pr->len[i], &p.tok[i], &p.len[i]);
+        if (!rc && p.len[i] == 0) rc = sl_fail(SL_EINPUT, "prompts: %s: prompt %zu encodes to no tokens", path, i + 1);
+    }
+    sl_prompts_free(pr);
+    if (rc) {
+        prompt_set_free(&p);
+        return rc;
+    }
+    *out = p;
+    return SL_OK;
+}
+
+/* Target and draft (any spec of models/sl_lm_open.h) on text prompts tokenized with the target's
+ * tokenizer (or c->tokenizer), or on token-id prompts, then sl_log_measure. */
 static int measure_models(const sl_measure_config *c, sl_log_meta *meta)
 {
     sl_lm_handle *ht = NULL, *hd = NULL;
     sl_tok *tok = NULL;
-    sl_prompts *pr = NULL;
-    int32_t **ids = NULL;
-    size_t *len = NULL;
-    const char *target = c->target, *draft = c->draft, *prompts = c->prompts;
+    prompt_set pr = {0};
+    const char *target = c->target, *draft = c->draft;
+    const char *prompts = c->prompts ? c->prompts : c->prompt_ids;
+    if (!c->prompts == !c->prompt_ids)
+        return sl_fail(SL_EINPUT, "prompts: give text prompts or token-id prompts (prompt_ids), one of them");
+    if (c->prompt_ids && c->tokenizer)
+        return sl_fail(SL_EINPUT, "tokenizer: %s is not used with token-id prompts (prompt_ids %s)", c->tokenizer,
+                       c->prompt_ids);
     sl_lm_open_opts ot = {meta->sampling, 0, c->target_role ? c->target_role : "target", NULL};
     int rc = sl_lm_open(target, &ot, &ht);
     sl_lm_open_opts od = {meta->sampling, ht ? ht->vocab_size : 0, c->draft_role ? c->draft_role : "draft", target};
     if (!rc) rc = sl_lm_open(draft, &od, &hd);
-    if (!rc) rc = sl_tok_load_file(c->tokenizer ? c->tokenizer : ht->file ? ht->file : "", &tok);
-    if (!rc && sl_tok_vocab_size(tok) > ht->vocab_size)
-        rc = sl_fail(SL_EINPUT, "the tokenizer has %zu tokens, more than the models' %zu", sl_tok_vocab_size(tok),
-                     ht->vocab_size);
-    if (!rc) rc = sl_prompts_read(prompts, &pr);
-    size_t ctx_len = !rc ? (ht->context < hd->context ? ht->context : hd->context) : 0, longest = 0;
-    if (!rc) {
-        ids = calloc(pr->n, sizeof *ids);
-        len = calloc(pr->n, sizeof *len);
-        if (!ids || !len) rc = sl_fail(SL_EFAIL, "out of memory");
+    if (c->prompts) {
+        if (!rc) rc = sl_tok_load_file(c->tokenizer ? c->tokenizer : ht->file ? ht->file : "", &tok);
+        if (!rc && sl_tok_vocab_size(tok) > ht->vocab_size)
+            rc = sl_fail(SL_EINPUT, "the tokenizer has %zu tokens, more than the models' %zu", sl_tok_vocab_size(tok),
+                         ht->vocab_size);
+        if (!rc) rc = encode_prompts(prompts, tok, &pr);
+    } else if (!rc) {
+        rc = read_prompt_ids(prompts, &pr);
+        for (size_t i = 0; !rc && i < pr.n; i++)
+            for (size_t j = 0; j < pr.len[i] && !rc; j++)
+                if ((size_t)pr.tok[i][j] >= ht->vocab_size)
+                    rc = sl_fail(SL_EINPUT, "prompt_ids: %s line %zu holds token %d outside the vocabulary [0, %zu) of %s",
+                                 prompts, i + 1, pr.tok[i][j], ht->vocab_size, target);
     }
-    for (size_t i = 0; !rc && i < pr->n; i++) {
-        rc = sl_tok_encode(tok, pr->text[i], pr->len[i], &ids[i], &len[i]);
-        if (!rc && len[i] + meta->tokens_per_sequence > ctx_len)
+    size_t ctx_len = !rc ? (ht->context < hd->context ? ht->context : hd->context) : 0, longest = 0;
+    for (size_t i = 0; !rc && i < pr.n; i++) {
+        if (pr.len[i] + meta->tokens_per_sequence > ctx_len)
             rc = sl_fail(SL_EINPUT,
-                         "prompts: %s: prompt %zu has %zu tokens; with %llu tokens to generate that is longer than "
+                         "%s: %s: prompt %zu has %zu tokens; with %llu tokens to generate that is longer than "
                          "the context of %zu",
-                         prompts, i + 1, len[i], (unsigned long long)meta->tokens_per_sequence, ctx_len);
-        if (!rc && len[i] == 0) rc = sl_fail(SL_EINPUT, "prompts: %s: prompt %zu encodes to no tokens", prompts, i + 1);
-        if (!rc && len[i] > longest) longest = len[i];
+                         c->prompts ? "prompts" : "prompt_ids", prompts, i + 1, pr.len[i],
+                         (unsigned long long)meta->tokens_per_sequence, ctx_len);
+        if (pr.len[i] > longest) longest = pr.len[i];
     }
     if (!rc) rc = sl_lm_start(ht, longest + meta->tokens_per_sequence);
     if (!rc) rc = sl_lm_start(hd, longest + meta->tokens_per_sequence);
@@ -162,15 +190,12 @@ static int measure_models(const sl_measure_config *c, sl_log_meta *meta)
     if (!rc) {
         snprintf(meta->target_name, sizeof meta->target_name, "%s", target);
         snprintf(meta->draft_name, sizeof meta->draft_name, "%s", draft);
-        snprintf(meta->source, sizeof meta->source, "models; prompts %s", prompts);
+        snprintf(meta->source, sizeof meta->source, "models; %s %s", c->prompts ? "prompts" : "prompt_ids", prompts);
         meta->vocab_size = ht->vocab_size;
-        sl_log_prompts lp = {pr->n, (const int32_t *const *)ids, len, NULL};
+        sl_log_prompts lp = {pr.n, (const int32_t *const *)pr.tok, pr.len, NULL};
         rc = sl_log_measure(&ht->lm, &hd->lm, &lp, meta, &c->write, c->out, c->progress, c->progress_ctx);
     }
-    for (size_t i = 0; ids && i < pr->n; i++) free(ids[i]);
-    free(ids);
-    free(len);
-    sl_prompts_free(pr);
+    prompt_set_free(&pr);
     if (tok) sl_tok_free(tok);
     sl_lm_close(ht);
     sl_lm_close(hd);

@@ -1,6 +1,6 @@
 /*
  * sl_measure.h: `speclab measure` as one call. Sets up a source (a target/draft model pair with
- * text prompts, or a synthetic pair of sim/sl_synth.h with random or given token-id prompts),
+ * text or token-id prompts, or a synthetic pair of sim/sl_synth.h with random or token-id prompts),
  * fills the log metadata (names, content hashes, source description) and runs sl_log_measure,
  * which writes OUT (schema: analysis/LOG_SCHEMA.md); the result is read back from the file.
  */
@@ -18,14 +18,15 @@ typedef struct {
     const char *out;          /* OUT.h5 */
     /* The model pair, when target != NULL (any spec of models/sl_lm_open.h). */
     const char *target, *draft;
-    const char *prompts;      /* text prompts, one per line (data/prompts/) */
-    const char *tokenizer;    /* NULL: the target's embedded tokenizer */
+    const char *prompts;      /* text prompts, one per line (data/prompts/); or NULL and prompt_ids */
+    const char *tokenizer;    /* NULL: the target's embedded tokenizer (text prompts only) */
     const char *target_role, *draft_role; /* names in messages; NULL: "target", "draft" */
     /* Otherwise the synthetic pair: synth.family, V, noise, draft_temperature, context (its seed
      * and sampling are the ones below). */
     sl_synth_params synth;
     size_t draft_vocab;       /* give the synthetic draft another vocabulary; 0 = the same */
-    const char *prompt_ids;   /* token-id prompts, one per line; NULL: random prompts */
+    const char *prompt_ids;   /* token-id prompts, one per line of whitespace-separated ids (models:
+                                 instead of prompts; synthetic: NULL gives random prompts) */
     size_t sequences;         /* random prompts (default 8) */
     size_t prompt_len;        /* tokens per random prompt (default 4) */
     /* Both sources. */

@@ -14,7 +14,8 @@ static const char about[] =
     "prompt list adds shards; OUT.h5 is (re)assembled atomically at the end.\n"
     "--target T, --draft D: model files (gpt2, llama, ngram; models/FORMAT.md) or lookup:N[:EPS[:NGRAM]];\n"
     "--prompts FILE: text prompts (data/prompts/), tokenized with the target's embedded tokenizer\n"
-    "or --tokenizer F.\n";
+    "or --tokenizer F; or --prompt-ids FILE: prompts as token ids, one prompt per line of\n"
+    "whitespace-separated ids (with models and with --synthetic).\n";
 
 static int parse_synthetic(const char *flag, const char *arg, void *dst)
 {
@@ -37,7 +38,8 @@ int sl_cmd_measure(int argc, char **argv)
     size_t shard = (size_t)m.shard_sequences;
     sl_cli c;
     sl_cli_init(&c, "measure", "--synthetic FAMILY --tokens N --out OUT.h5 [options]\n"
-                "       speclab measure --target T --draft D --prompts FILE --tokens N --out OUT.h5 [--tokenizer F]", about);
+                "       speclab measure --target T --draft D (--prompts FILE [--tokenizer F] | --prompt-ids FILE)\n"
+                "                       --tokens N --out OUT.h5 [options]", about);
     sl_cli_custom(&c, "synthetic", "F", &m.synth.family, parse_synthetic,
                   "noisy | tempered | identical | uniform (sim/sl_synth.h)");
     sl_cli_size(&c, "vocab", "V", &m.synth.V, 2, (size_t)1 << 24, "synthetic vocabulary (default 256)");
@@ -49,7 +51,7 @@ int sl_cmd_measure(int argc, char **argv)
                 "give the synthetic draft another vocabulary (to test the mismatch check)");
     sl_cli_size(&c, "sequences", "K", &m.sequences, 1, (size_t)1 << 30, "synthetic: K random prompts (default 8)");
     sl_cli_size(&c, "prompt-len", "L", &m.prompt_len, 1, (size_t)1 << 20, "synthetic: tokens per random prompt (default 4)");
-    sl_cli_string(&c, "prompt-ids", "FILE", &m.prompt_ids, "prompts as token ids, one prompt per line (instead of random ones)");
+    sl_cli_string(&c, "prompt-ids", "FILE", &m.prompt_ids, "prompts as token ids, one prompt per line (instead of --prompts, or of random synthetic ones)");
     sl_cli_string(&c, "target", "T", &m.target, "target model");
     sl_cli_string(&c, "draft", "D", &m.draft, "draft model");
     sl_cli_string(&c, "prompts", "FILE", &m.prompts, "text prompts, one per line");
@@ -72,13 +74,26 @@ int sl_cmd_measure(int argc, char **argv)
     m.eos = eos;
     m.shard_sequences = shard;
     int synthetic = sl_cli_given(&c, "synthetic");
-    if (m.target || m.draft || m.prompts) {
+    if (m.target || m.draft || m.prompts || m.tokenizer) {
         if (synthetic) return sl_fail(SL_EINPUT, "--synthetic cannot be combined with --target/--draft/--prompts");
-        if (!m.target || !m.draft || !m.prompts) return sl_fail(SL_EINPUT, "give --target, --draft and --prompts together");
+        if (!m.target || !m.draft || !m.prompts == !m.prompt_ids)
+            return sl_fail(SL_EINPUT, "give --target, --draft and one of --prompts and --prompt-ids together");
+        if (m.tokenizer && m.prompt_ids)
+            return sl_fail(SL_EINPUT, "--tokenizer: token-id prompts (--prompt-ids) are not tokenized; drop one");
+        /* Options of the synthetic pair would be ignored with models: refused instead. */
+        static const char *const synth_only[] = {"vocab", "noise", "draft-temperature", "context", "draft-vocab",
+                                                 "sequences", "prompt-len"};
+        for (size_t i = 0; i < sizeof synth_only / sizeof *synth_only; i++)
+            if (sl_cli_given(&c, synth_only[i]))
+                return sl_fail(SL_EINPUT, "--%s: an option of the synthetic pair, not used with --target/--draft",
+                               synth_only[i]);
         m.target_role = "--target";
         m.draft_role = "--draft";
     } else if (!synthetic) {
         return sl_fail(SL_EINPUT, "give --synthetic FAMILY or --target/--draft/--prompts (see --help)");
+    } else if (m.prompt_ids && (sl_cli_given(&c, "sequences") || sl_cli_given(&c, "prompt-len"))) {
+        return sl_fail(SL_EINPUT, "--%s: sets the random prompts, which --prompt-ids replaces; drop one",
+                       sl_cli_given(&c, "sequences") ? "sequences" : "prompt-len");
     }
     if (!sl_cli_given(&c, "tokens")) return sl_fail(SL_EINPUT, "--tokens is required");
     if (!m.out) return sl_fail(SL_EINPUT, "--out is required");

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # speclab measure on real (randomly initialised) models through the engine's sl_lm adapter: the log
-# names both files with their sha256, analyze reads it, and a vocabulary mismatch or a prompt longer
-# than the context is exit 2 with one line. Skipped (exit 0) until the engine is in the tree.
+# names both files with their sha256, analyze reads it; the same prompts given as token ids
+# (--prompt-ids) give the same log; a vocabulary mismatch, a prompt longer than the context, both
+# prompt kinds, an id outside the vocabulary and an option that would be ignored are exit 2 with one
+# line. Skipped (exit 0) until the engine is in the tree.
 set -u
 S=${SPECLAB:-build/speclab}
 if ! "$S" model --help >/dev/null 2>&1; then echo "skipped: the inference engine (speclab model) is not built yet"; exit 0; fi
@@ -34,9 +36,48 @@ PY
 else
   echo "FAIL: measure with real models"; fail=1
 fi
-for case in "vocabulary mismatch|--draft $D/d4000.safetensors --tokens 5" "longer than the context|--draft $D/d.safetensors --tokens 250"; do
+# --prompt-ids with models: the same prompts as token ids (encoded here by `speclab tokenize encode
+# --jsonl`, another route than measure's own tokenization) give the same log: every dataset equal
+# exactly (the same computation), the attributes too except `source`, which names the prompt file, and `created_utc`.
+/usr/bin/python3 - "$D/p.txt" > "$D/p.jsonl" <<'PY'
+import json, sys
+unesc = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
+for line in open(sys.argv[1], encoding="utf-8"):
+    out, it = [], iter(line.rstrip("\n"))
+    for ch in it:
+        out.append(unesc[next(it)] if ch == "\\" else ch)
+    print(json.dumps("".join(out)))
+PY
+if "$S" tokenize encode --tokenizer "$D/t.safetensors" --jsonl --in "$D/p.jsonl" > "$D/ids.txt" \
+   && "$S" measure --target "$D/t.safetensors" --draft "$D/d.safetensors" --prompt-ids "$D/ids.txt" --tokens 30 \
+     --temperature 0.8 --out "$D/m_ids.h5" >/dev/null; then
+  /usr/bin/python3 - "$D" <<'PY' || fail=1
+import sys, h5py, numpy as np
+d = sys.argv[1]
+a, b = h5py.File(f"{d}/m.h5", "r"), h5py.File(f"{d}/m_ids.h5", "r")
+def datasets(f):
+    out = {}
+    f.visititems(lambda n, o: out.__setitem__(n, o[()]) if isinstance(o, h5py.Dataset) else None)
+    return out
+da, db = datasets(a), datasets(b)
+bad = sorted(set(da) ^ set(db)) + [k for k in da if k in db and not np.array_equal(da[k], db[k])]
+bad += ["attr " + k for k in set(a.attrs) | set(b.attrs) if k not in ("source", "created_utc") and not np.array_equal(a.attrs.get(k), b.attrs.get(k))]
+ok = not bad and len(da) >= 10 and b.attrs["source"].decode().startswith("models; prompt_ids")
+print("measure --prompt-ids with models equals --prompts:", "ok" if ok else "MISMATCH %s" % bad)
+sys.exit(0 if ok else 1)
+PY
+else
+  echo "FAIL: measure --prompt-ids with real models"; fail=1
+fi
+printf '1 2 3\n4 4096\n' > "$D/ids_bad.txt"
+for case in "vocabulary mismatch|--draft $D/d4000.safetensors --prompts $D/p.txt --tokens 5" \
+            "longer than the context|--draft $D/d.safetensors --prompts $D/p.txt --tokens 250" \
+            "one of --prompts and --prompt-ids|--draft $D/d.safetensors --prompts $D/p.txt --prompt-ids $D/ids.txt --tokens 5" \
+            "outside the vocabulary|--draft $D/d.safetensors --prompt-ids $D/ids_bad.txt --tokens 5" \
+            "not tokenized|--draft $D/d.safetensors --prompt-ids $D/ids.txt --tokenizer $T --tokens 5" \
+            "option of the synthetic pair|--draft $D/d.safetensors --prompts $D/p.txt --sequences 3 --tokens 5"; do
   want=${case%%|*}; args=${case#*|}
-  out=$("$S" measure --target "$D/t.safetensors" --prompts "$D/p.txt" $args --out "$D/bad.h5" 2>"$D/err"); rc=$?
+  out=$("$S" measure --target "$D/t.safetensors" $args --out "$D/bad.h5" 2>"$D/err"); rc=$?
   if [ $rc -ne 2 ] || [ -n "$out" ] || [ "$(wc -l < "$D/err")" -ne 1 ] || ! grep -q "$want" "$D/err"; then
     echo "FAIL: $want -> rc=$rc $(cat "$D/err")"; fail=1
   else echo "ok   $want: $(cat "$D/err")"; fi
