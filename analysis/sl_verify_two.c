@@ -103,9 +103,12 @@ static int builder_init(builder *b)
 static int parse_id(const char **p, const char *path, size_t line, int32_t *out)
 {
     const char *c = *p;
-    if (*c == '-' && isdigit((unsigned char)c[1]))
-        return sl_fail(SL_EINPUT, "two-sample: %s line %zu: token id -%.12s is negative, expected 0..%d", path, line,
-                       c + 1, SL_SEQS_MAX_ID);
+    if (*c == '-' && isdigit((unsigned char)c[1])) {
+        int nd = 0;
+        while (nd < 20 && isdigit((unsigned char)c[1 + nd])) nd++;
+        return sl_fail(SL_EINPUT, "two-sample: %s line %zu: token id -%.*s is negative, expected 0..%d", path, line,
+                       nd, c + 1, SL_SEQS_MAX_ID);
+    }
     if (!isdigit((unsigned char)*c))
         return sl_fail(SL_EINPUT, "two-sample: %s line %zu: expected a token id, found '%c'", path, line,
                        isprint((unsigned char)*c) ? *c : '?');
@@ -113,9 +116,12 @@ static int parse_id(const char **p, const char *path, size_t line, int32_t *out)
     const char *start = c;
     for (; isdigit((unsigned char)*c); c++) {
         v = v * 10 + (uint64_t)(*c - '0');
-        if (v > SL_SEQS_MAX_ID)
-            return sl_fail(SL_EINPUT, "two-sample: %s line %zu: token id %.20s is too large, expected 0..%d", path,
-                           line, start, SL_SEQS_MAX_ID);
+        if (v > SL_SEQS_MAX_ID) {
+            int nd = 0;
+            while (nd < 20 && isdigit((unsigned char)start[nd])) nd++;
+            return sl_fail(SL_EINPUT, "two-sample: %s line %zu: token id %.*s%s is too large, expected 0..%d", path,
+                           line, nd, start, isdigit((unsigned char)start[nd]) ? "..." : "", SL_SEQS_MAX_ID);
+        }
     }
     *out = (int32_t)v;
     *p = c;
@@ -503,6 +509,14 @@ done:
     return rc;
 }
 
+static size_t max_per_seq(const obs *o)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < o->n; i++)
+        if (o->koff[i + 1] - o->koff[i] > m) m = o->koff[i + 1] - o->koff[i];
+    return m;
+}
+
 void sl_verify_two_result_free(sl_verify_two_result *r)
 {
     if (!r) return;
@@ -562,6 +576,8 @@ int sl_verify_two_run(const sl_seqs *a, const sl_seqs *b, const sl_verify_two_op
         obs_free(&oa);
         obs_free(&ob);
         if ((rc = obs_make(a, OBS_BLOCKS, len, &oa)) || (rc = obs_make(b, OBS_BLOCKS, len, &ob))) goto done;
+        /* With at most one block per sequence the test repeats block2, block3 or position_1. */
+        if (max_per_seq(&oa) < 2 && max_per_seq(&ob) < 2) continue;
         if (len == 1) snprintf(name, sizeof name, "all");
         else snprintf(name, sizeof name, "block%zu_all", len);
         if ((rc = add_test(&v, name, &oa, &ob, 1, o, perm, &n_perm, &added))) goto done;

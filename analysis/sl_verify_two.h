@@ -18,6 +18,8 @@
  *   block3       the first 3 tokens, likewise
  *   block2_all   every non-overlapping pair (x1 x2)(x3 x4)... of every sequence
  *   block3_all   every non-overlapping triple, likewise
+ *                (block2_all, block3_all, all only when some sequence gives two blocks or more:
+ *                otherwise they would repeat block2, block3, position_1)
  *   all          every token of every position
  * Categories are the distinct values seen in either set, in ascending (lexicographic) order; no
  * table of V^2 or V^3 cells is ever built. One observation per sequence (length, position_j,
