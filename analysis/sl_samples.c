@@ -304,7 +304,7 @@ static int read_ids(line_reader *lr, feeder *f)
     }
     if (r < 0) return -r;
     s->tokens = s->n;
-    if (s->n == 0) return ferr(f, "%s", lr->line == 0 ? "empty file (no token ids)" : "no token ids (only blank lines)");
+    if (s->n == 0) return ferr(f, "%s", lr->line == 0 ? "empty file (no samples)" : "no token ids (only blank lines)");
     return SL_OK;
 }
 
