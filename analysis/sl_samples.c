@@ -395,6 +395,21 @@ static int read_hdf5(const char *path, feeder *f)
     if (H5Fis_hdf5(path) <= 0) return sl_fail(SL_EINPUT, "%s is not an HDF5 file (corrupt or truncated?)", path);
     if ((h.file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
         return sl_fail(SL_EINPUT, "cannot open %s as HDF5 (corrupt or truncated?)", path);
+    if (H5Aexists(h.file, "samples_version") > 0) {
+        /* Optional; a later layout would change the number and this reader would refuse it. */
+        hid_t a = H5Aopen(h.file, "samples_version", H5P_DEFAULT);
+        hid_t at = a < 0 ? -1 : H5Aget_type(a);
+        int64_t ver = -1;
+        if (a < 0 || at < 0 || H5Tget_class(at) != H5T_INTEGER || H5Aread(a, H5T_NATIVE_INT64, &ver) < 0)
+            ver = -1;
+        if (at >= 0) H5Tclose(at);
+        if (a >= 0) H5Aclose(a);
+        if (ver != SL_SAMPLES_VERSION) {
+            rc = sl_fail(SL_EINPUT, "%s: root attribute samples_version is %lld, this speclab reads version %d (or none)",
+                         path, (long long)ver, SL_SAMPLES_VERSION);
+            goto done;
+        }
+    }
     if ((rc = h5_open_sets(&h, path, &rows))) goto done;
     for (int i = 0; i < 3; i++)
         if (!(v[i] = sl_malloc(H5_BLOCK * sizeof *v[i]))) { rc = SL_EFAIL; goto done; }

@@ -23,6 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The version of the formats in SAMPLES.md; an HDF5 file may state it in the root attribute
+ * samples_version (optional; another value is refused). */
+#define SL_SAMPLES_VERSION 1
+
 typedef enum { SL_SAMPLES_AUTO = 0, SL_SAMPLES_CSV, SL_SAMPLES_HDF5, SL_SAMPLES_IDS } sl_samples_format;
 
 /* Kind codes of the HDF5 format (and the order of the names below). */

@@ -4,7 +4,7 @@ independent Python implementation of Algorithm 1) against the known pair given w
 - the correct sampler passes (exit 0) and each planted bug is rejected (exit 1) by the test that
   its mistake touches, at fixed seeds and N = 20000 iterations (V = 4, gamma = 3);
 - the Pearson statistics of `first` and `all` recomputed with numpy from the CSV match speclab's;
-- the same samples as HDF5 written by h5py (integer codes, fixed and variable-length strings), as
+- the same samples as HDF5 written by h5py (integer codes, fixed (gzip-compressed) and variable-length strings), as
   CSV with CRLF / without a final newline, and with --samples-format given, give byte-identical JSON;
 - ids (one token per line) runs only the stream tests, whose statistics equal the CSV run's;
 - every bad-file class exits 2 with one line naming FILE:LINE (or FILE: row R for HDF5);
@@ -115,12 +115,13 @@ with h5py.File(path("codes.h5"), "w") as h:
     h["position"] = pos.astype(np.int32)
     h["token"] = tok.astype(np.uint16)
     h["kind"] = codes
+    h.attrs["samples_version"] = 1
 with h5py.File(path("vlen.h5"), "w") as h:
     h["iteration"], h["position"], h["token"] = it, pos, tok
     h.create_dataset("kind", data=[str(k) for k in kind], dtype=h5py.string_dtype())
 with h5py.File(path("fixed.h5"), "w") as h:
     h["iteration"], h["position"], h["token"] = it, pos, tok
-    h["kind"] = np.array([k.encode() for k in kind], dtype="S9")
+    h.create_dataset("kind", data=np.array([k.encode() for k in kind], dtype="S9"), chunks=(1000,), compression="gzip")
 text = open(path("good.csv")).read()
 open(path("crlf.csv"), "w", newline="").write(text.replace("\n", "\r\n"))
 open(path("nofinal.csv"), "w").write(text.rstrip("\n"))
@@ -195,14 +196,18 @@ with h5py.File(path("bad-missing.h5"), "w") as h:
 with h5py.File(path("bad-string.h5"), "w") as h:
     h["iteration"], h["position"], h["token"] = [0, 1], [1, 1], [1, 1]
     h.create_dataset("kind", data=["resampled", "Bonus"], dtype=h5py.string_dtype())
+with h5py.File(path("bad-version.h5"), "w") as h:
+    h["iteration"], h["position"], h["token"], h["kind"] = [0], [1], [1], [1]
+    h.attrs["samples_version"] = 2
 open(path("truncated.h5"), "wb").write(open(path("codes.h5"), "rb").read()[:3000])
 for name, words in (("bad-kind.h5", ": row 1: kind code 7"), ("bad-lengths.h5", "lengths must match"),
                     ("bad-float.h5", "'token' holds float values"), ("bad-missing.h5", "no dataset 'kind'"),
-                    ("bad-string.h5", ": row 1: kind 'Bonus'"), ("truncated.h5", "truncated")):
+                    ("bad-string.h5", ": row 1: kind 'Bonus'"), ("truncated.h5", "truncated"),
+                    ("bad-version.h5", "samples_version is 2")):
     rc, out, err = verify_file(path(name))
     check(rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and words in err,
           f"bad HDF5 {name}: exit {rc} {err.strip()!r} (wanted '{words}')")
-print(f"bad files: {len(bad) + 6} classes checked")
+print(f"bad files: {len(bad) + 7} classes checked")
 
 # ---- --p/--q @FILE ----
 rc1, o1, _ = verify("--p", "@" + path("p.txt"), "--q", "@" + path("q.txt"), "--iterations", "3000", "--format", "json")
