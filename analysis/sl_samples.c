@@ -490,6 +490,10 @@ int sl_samples_read(const char *path, sl_samples_format format, size_t V, size_t
         return sl_fail(SL_EINPUT, "gamma: %zu is outside [1, %d]", gamma, SL_SPEC_GAMMA_MAX);
     FILE *fp = fopen(path, "rb");
     if (!fp) return sl_fail(SL_EINPUT, "cannot open %s: %s", path, strerror(errno));
+    if (format == SL_SAMPLES_AUTO && fseek(fp, 0, SEEK_SET) != 0) {
+        fclose(fp);
+        return sl_fail(SL_EINPUT, "%s: detecting the format needs a regular file; give --samples-format csv or ids", path);
+    }
     if (format == SL_SAMPLES_AUTO) {
         unsigned char sig[8];
         size_t got = fread(sig, 1, sizeof sig, fp);
