@@ -166,7 +166,7 @@ typedef struct {
 } line_reader;
 
 /* Reads the next line without its "\n" or "\r\n". Returns 1 with a line, 0 at the end, or an
- * error (SL_EINPUT/-) as a negative of the status. */
+ * error status negated (-SL_EINPUT), its message recorded. */
 static int next_line(line_reader *lr, feeder *f)
 {
     int c;
