@@ -16,49 +16,13 @@ static const char about[] =
     "non-iterative rejection min_x q/p. Or standardises logits (temperature, then top-k, top-p,\n"
     "min-p, each renormalising; temperature 0 = one-hot argmax, lowest id on ties).\n";
 
-/* Reads "a,b,c" or "@file" (whitespace-separated) into a malloc'd vector. */
-static int read_vector(const char *flag, const char *s, double **out, size_t *n)
-{
-    if (s[0] != '@') {
-        if (strchr(s, ':')) return sl_fail(SL_EINPUT, "%s: '%s': ranges are not allowed here", flag, s);
-        return sl_cli_sweep(flag, s, out, n);
-    }
-    FILE *f = fopen(s + 1, "r");
-    if (!f) return sl_fail(SL_EINPUT, "%s: cannot open %s", flag, s + 1);
-    size_t cap = 1024, len = 0;
-    double *v = sl_malloc(cap * sizeof *v);
-    char tok[128];
-    int rc = v ? SL_OK : SL_EFAIL;
-    while (rc == SL_OK && fscanf(f, "%127s", tok) == 1) {
-        if (len == cap) {
-            double *nv = realloc(v, 2 * cap * sizeof *v);
-            if (!nv) {
-                rc = sl_fail(SL_EFAIL, "out of memory");
-                break;
-            }
-            v = nv;
-            cap *= 2;
-        }
-        rc = sl_cli_double(flag, tok, &v[len++]);
-    }
-    fclose(f);
-    if (rc == SL_OK && len == 0) rc = sl_fail(SL_EINPUT, "%s: %s holds no numbers", flag, s + 1);
-    if (rc) {
-        free(v);
-        return rc;
-    }
-    *out = v;
-    *n = len;
-    return SL_OK;
-}
-
 static int standardise(const char *zs, const sl_sampling *samp, sl_format fmt)
 {
     double *z = NULL;
     size_t n = 0;
     sl_dist_standardised *r = NULL;
     sl_table *t = NULL;
-    int rc = read_vector("--logits", zs, &z, &n);
+    int rc = sl_cli_vector("--logits", zs, &z, &n);
     if (!rc) rc = sl_dist_standardised_compute(z, n, samp, &r);
     if (!rc) rc = sl_dist_standardised_report(r, &t);
     if (!rc) rc = sl_table_write(t, stdout, fmt);
@@ -96,8 +60,8 @@ int sl_cmd_dist(int argc, char **argv)
     size_t np = 0, nq = 0, nt = 0;
     sl_dist_pair *r = NULL;
     sl_table *tables[2] = {0};
-    rc = read_vector("--p", ps, &p, &np);
-    if (!rc) rc = read_vector("--q", qs, &q, &nq);
+    rc = sl_cli_vector("--p", ps, &p, &np);
+    if (!rc) rc = sl_cli_vector("--q", qs, &q, &nq);
     if (!rc && np != nq)
         rc = sl_fail(SL_EINPUT, "vocabulary mismatch: --p has %zu entries, --q has %zu", np, nq);
     /* Checked here too so that the message names the flag (the library names "p[i]"). */

@@ -9,6 +9,7 @@
 #include "cli_family.h"
 #include "sl_cli.h"
 #include "sl_mc.h"
+#include "sl_samples.h"
 #include "sl_verify.h"
 
 static const char about[] =
@@ -19,36 +20,33 @@ static const char about[] =
     "tests, TV with a CI, and the power reached against TV = --tv.\n"
     "Exit status: 0 consistent with lossless, 1 rejected (not lossless), 2 bad input.\n"
     "Rules: exact | lenient | lenient-t0 | sampler-match | bug-draft-argmax | bug-draft-topk |\n"
-    "bug-residual-paired | bug-resample-from-p | bug-lowprec-draft | bug-p-inplace | bug-shared-uniform.\n";
+    "bug-residual-paired | bug-resample-from-p | bug-lowprec-draft | bug-p-inplace | bug-shared-uniform.\n"
+    "With --samples FILE the same tests run on tokens a sampler emitted elsewhere, against the pair\n"
+    "given by --p/--q (or --family), --gamma and --rule: a CSV (iteration,position,token,kind), an\n"
+    "HDF5 file with those four datasets, or one token id per line (then only the stream tests all,\n"
+    "pair, triple). analysis/SAMPLES.md describes the formats.\n";
 
+/* A pmf from --p/--q (sl_cli_vector: "a,b,c" or @FILE); at least 2 entries. */
 typedef struct {
     double *v; /* (n) malloc'd */
     size_t n;
 } vec;
 
-/* Parses "a,b,c" (at least 2 entries) into a vec, replacing an earlier value. */
-static int parse_list(const char *flag, const char *s, void *dst)
+static int read_pmf(const char *flag, const char *s, vec *out)
 {
-    vec *out = dst;
-    size_t cap = 1;
-    for (const char *c = s; *c; c++) cap += *c == ',';
-    double *v = sl_malloc(cap * sizeof *v);
-    char *buf = sl_malloc(strlen(s) + 1);
-    int rc = v && buf ? SL_OK : SL_EFAIL;
-    size_t k = 0;
-    char *save = NULL;
-    if (!rc) strcpy(buf, s);
-    for (char *tok = rc ? NULL : strtok_r(buf, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save))
-        rc = sl_cli_double(flag, tok, &v[k++]);
-    free(buf);
-    if (!rc && k < 2) rc = sl_fail(SL_EINPUT, "%s: '%s' has %zu entries, expected at least 2", flag, s, k);
-    if (rc) {
-        free(v);
-        return rc;
+    int rc = sl_cli_vector(flag, s, &out->v, &out->n);
+    if (!rc && out->n < 2) {
+        rc = sl_fail(SL_EINPUT, "%s: '%s' has %zu entries, expected at least 2", flag, s, out->n);
+        free(out->v);
+        *out = (vec){0};
     }
-    free(out->v);
-    *out = (vec){v, k};
-    return SL_OK;
+    return rc;
+}
+
+static int parse_samples_format(const char *flag, const char *arg, void *dst)
+{
+    (void)flag;
+    return sl_samples_format_parse(arg, dst);
 }
 
 /* One table goes out on its own (a JSON array), several as a report (a JSON object). */
@@ -108,6 +106,20 @@ int sl_cmd_verify(int argc, char **argv)
     return fn(argc, argv);
 }
 
+/* Tests the samples in a file against the plan's pair (sl_samples.h, SAMPLES.md). */
+static int verify_file(const sl_mc_plan *plan, const char *path, sl_samples_format sf, const sl_verify_opts *vo,
+                       int quiet, sl_verify_result **res)
+{
+    sl_samples *sm = NULL;
+    int rc = sl_samples_read(path, sf, sl_mc_plan_vocab(plan), sl_mc_plan_gamma(plan), &sm);
+    if (!rc && !sm->nem && !quiet)
+        fprintf(stderr, "speclab verify: %s holds a plain token stream (ids): only the stream tests all, pair and "
+                "triple run (iterations = 0 in the verdict)\n", path);
+    if (!rc) rc = sl_verify_samples(plan, sm->tok, sm->nem, sm->n, vo, res);
+    sl_samples_free(sm);
+    return rc;
+}
+
 static int verify_synthetic(int argc, char **argv)
 {
     sl_mc_family_params fp = SL_MC_FAMILY_DEFAULT;
@@ -118,13 +130,20 @@ static int verify_synthetic(int argc, char **argv)
     sl_format fmt = SL_FMT_TABLE;
     size_t df = 0, reps = 0;
     int power_only = 0;
+    const char *ps = NULL, *qs = NULL, *samples = NULL;
+    sl_samples_format sf = SL_SAMPLES_AUTO;
     vec p = {0}, q = {0};
     sl_cli c;
     sl_cli_init(&c, "verify", "[--family F | --p LIST --q LIST] [options]\n"
+                "       speclab verify --samples FILE [--samples-format F] (--p LIST --q LIST | --family F) --gamma G [options]\n"
                 "       speclab verify --power --tv DELTA [--level A] [--df K | --vocab V]", about);
     sl_cli_family_group(&c, &fp, &cfg, "family vocabulary size (default 8)", "drafts per iteration (default 3)");
-    sl_cli_custom(&c, "p", "LIST", &p, parse_list, "an explicit target pmf, comma-separated (with --q, same length)");
-    sl_cli_custom(&c, "q", "LIST", &q, parse_list, "an explicit draft pmf, comma-separated");
+    sl_cli_string(&c, "p", "LIST", &ps, "an explicit target pmf, comma-separated or @FILE (whitespace-separated; with --q, same length)");
+    sl_cli_string(&c, "q", "LIST", &qs, "an explicit draft pmf, as --p");
+    sl_cli_string(&c, "samples", "FILE", &samples,
+                  "test tokens emitted elsewhere instead of running the sampler (analysis/SAMPLES.md)");
+    sl_cli_custom(&c, "samples-format", "F", &sf, parse_samples_format,
+                  "csv | hdf5 | ids | auto (default: HDF5 signature, CSV header, else ids)");
     sl_cli_size(&c, "iterations", "N", &vo.iterations, 1, (size_t)1 << 34,
                 "iterations (default 200000: see README for what it detects)");
     sl_cli_dbl(&c, "level", "A", &vo.level, 0, 1, SL_OPT_LO_OPEN | SL_OPT_HI_OPEN,
@@ -150,6 +169,7 @@ static int verify_synthetic(int argc, char **argv)
         goto out;
     }
     if (rc) goto out;
+    if ((ps && (rc = read_pmf("--p", ps, &p))) || (qs && (rc = read_pmf("--q", qs, &q)))) goto out;
     vo.seed = fp.seed;
     if (power_only) {
         sl_verify_power_result pw;
@@ -171,6 +191,15 @@ static int verify_synthetic(int argc, char **argv)
         rc = sl_fail(SL_EINPUT, "--p has %zu entries but --q has %zu: the vocabularies must match", p.n, q.n);
         goto out;
     }
+    if (!samples && sl_cli_given(&c, "samples-format")) {
+        rc = sl_fail(SL_EINPUT, "--samples-format: only with --samples FILE");
+        goto out;
+    }
+    if (samples && (reps > 0 || sl_cli_given(&c, "iterations"))) {
+        rc = sl_fail(SL_EINPUT, "--samples: the file sets the sample size and the sampler is not run, so --%s does not apply",
+                     reps > 0 ? "replications" : "iterations");
+        goto out;
+    }
     if ((rc = make_plan(&p, &q, &fp, &cfg, &plan))) goto out;
     sl_cli_progress pg;
     sl_cli_progress_init(&pg, "verify", reps > 0 ? "replications" : "iterations", quiet);
@@ -187,7 +216,7 @@ static int verify_synthetic(int argc, char **argv)
         goto out;
     }
     sl_verify_result *res = NULL;
-    rc = sl_verify_run(plan, &vo, &res);
+    rc = samples ? verify_file(plan, samples, sf, &vo, quiet, &res) : sl_verify_run(plan, &vo, &res);
     sl_cli_progress_end(&pg);
     if (!rc && !(rc = sl_verify_report(res, tables, &nt)) &&
         !(rc = write_tables(tables, nt, fmt)) && res->rejected)

@@ -120,6 +120,41 @@ int sl_cli_sweep(const char *flag, const char *s, double **vals, size_t *n)
     return SL_OK;
 }
 
+int sl_cli_vector(const char *flag, const char *s, double **out, size_t *n)
+{
+    if (s[0] != '@') {
+        if (strchr(s, ':')) return sl_fail(SL_EINPUT, "%s: '%s': ranges are not allowed here", flag, s);
+        return sl_cli_sweep(flag, s, out, n);
+    }
+    FILE *f = fopen(s + 1, "r");
+    if (!f) return sl_fail(SL_EINPUT, "%s: cannot open %s", flag, s + 1);
+    size_t cap = 1024, len = 0;
+    double *v = sl_malloc(cap * sizeof *v);
+    char tok[128];
+    int rc = v ? SL_OK : SL_EFAIL;
+    while (rc == SL_OK && fscanf(f, "%127s", tok) == 1) {
+        if (len == cap) {
+            double *nv = realloc(v, 2 * cap * sizeof *v);
+            if (!nv) {
+                rc = sl_fail(SL_EFAIL, "out of memory");
+                break;
+            }
+            v = nv;
+            cap *= 2;
+        }
+        rc = sl_cli_double(flag, tok, &v[len++]);
+    }
+    fclose(f);
+    if (rc == SL_OK && len == 0) rc = sl_fail(SL_EINPUT, "%s: %s holds no numbers", flag, s + 1);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n = len;
+    return SL_OK;
+}
+
 int sl_cli_progress_enabled(void) { return isatty(STDERR_FILENO); }
 
 /* ---- the option registry ---- */

@@ -133,6 +133,10 @@ int sl_cli_u64(const char *flag, const char *s, uint64_t *out);
  * for integer flags "start:stop" means step 1). Returns a malloc'd array in *vals. */
 int sl_cli_sweep(const char *flag, const char *s, double **vals, size_t *n);
 
+/* Parses a vector (a pmf, logits): "a,b,c" (sl_cli_sweep without ranges) or "@FILE", numbers
+ * separated by whitespace. Returns a malloc'd array in *out. Used by dist and verify. */
+int sl_cli_vector(const char *flag, const char *s, double **out, size_t *n);
+
 /* True when stderr is a terminal: progress goes to stderr only then. */
 int sl_cli_progress_enabled(void);
 
