@@ -72,6 +72,12 @@ typedef struct {
     uint32_t *spec_zero;    /* (K) speculative tokens of null probability 0 */
     uint64_t *drafted, *accepted; /* (K) */
     double *row0;           /* (P, V) p(. | prompt p) */
+    double *ar_draw;        /* (K, k) the uniform each autoregressive token is drawn with */
+    double *ar_pitu;        /* (K, k) the PIT uniforms of the autoregressive tokens */
+    size_t *ar_idx;         /* (K) sample indices of the current prompt, grouped by their first token */
+    size_t *grp_start;      /* (K + 1) groups of ar_idx with the same first token: [start, end) ... */
+    size_t *grp_order;      /* (K) ... handed out largest first */
+    size_t n_grp, n_idx;
     size_t done;            /* samples finished (progress) */
     int failed;             /* some worker failed: the others stop taking work */
     double spec_s, ar_s;
@@ -89,11 +95,11 @@ static double null_pit(const vm_job *j, const double *row, size_t x, double u, i
     return sl_verify_models_pit(row, j->V, x, u);
 }
 
-static void progress_tick(vm_job *j)
+static void progress_tick(vm_job *j, size_t n)
 {
     size_t d;
 #pragma omp atomic capture
-    d = ++j->done;
+    d = j->done += n;
     if (j->c->progress) {
 #pragma omp critical(vm_progress)
         j->c->progress(j->c->progress_ctx, d, j->K * (j->ar ? 2 : 1));
@@ -128,24 +134,72 @@ static int one_spec(vm_job *j, size_t i, const int32_t *prompt, size_t np, sl_lm
     return SL_OK;
 }
 
-static int one_ar(vm_job *j, size_t i, const int32_t *prompt, size_t np, sl_lm_prefix *tw, sl_rand_rng *rr,
-                  gsl_rng *ur)
+/* ---- the autoregressive set: one forward pass per distinct prefix ----
+ * Plain sampling draws token j of sample i as sl_dist_sample_u(p(. | prompt, x_<j), u_ij), u_ij the
+ * j-th uniform of the target stream of item 2i + 1 (sl_spec_autoregressive through sl_rand_rng).
+ * Samples that share a prefix share its row, so the samples are walked depth first over the tree
+ * of their prefixes: the row of each distinct prefix is computed once, by the same single-token
+ * extend the plain sampler makes, hence the same bits and the same tokens (the unit test compares
+ * every sample with sl_spec_autoregressive). */
+
+/* The uniforms of sample i: k draws of its target stream and k of its PIT stream. */
+static void ar_uniforms(vm_job *j, size_t i, gsl_rng *g)
 {
-    const size_t k = j->k;
-    int32_t *out = j->art + i * k;
-    size_t n_out = 0;
-    double ts;
-    sl_rand_rng_reseed(rr, j->c->seed, 2 * (uint64_t)i + 1);
-    sl_rng_reseed(ur, j->c->seed, SL_VM_STREAM_PIT, 2 * (uint64_t)i + 1);
-    int rc = sl_lm_prefix_reset(tw);
-    if (!rc) rc = sl_spec_autoregressive(&tw->lm, prompt, np, k, -1, &rr->base, out, &n_out, &ts);
+    sl_rng_reseed(g, j->c->seed, SL_STREAM_TARGET, 2 * (uint64_t)i + 1);
+    for (size_t t = 0; t < j->k; t++) j->ar_draw[i * j->k + t] = sl_rng_uniform53(g);
+    sl_rng_reseed(g, j->c->seed, SL_VM_STREAM_PIT, 2 * (uint64_t)i + 1);
+    for (size_t t = 0; t < j->k; t++) j->ar_pitu[i * j->k + t] = sl_rng_uniform53(g);
+}
+
+/* Token d of sample i from row, and its PIT value. */
+static void ar_draw_one(vm_job *j, size_t i, size_t d, const double *row)
+{
+    size_t x = sl_dist_sample_u(row, j->V, j->ar_draw[i * j->k + d]);
+    int zero;
+    j->art[i * j->k + d] = (int32_t)x;
+    j->ar_u[i * j->k + d] = null_pit(j, row, x, j->ar_pitu[i * j->k + d], &zero);
+}
+
+typedef struct {
+    const int32_t *tok;
+    size_t k, d;
+} tok_order;
+
+/* By token at depth d, then by sample index: a fixed order whatever the worker. */
+static int cmp_by_token(const void *a, const void *b, void *ctx)
+{
+    const tok_order *o = ctx;
+    size_t ia = *(const size_t *)a, ib = *(const size_t *)b;
+    int32_t ta = o->tok[ia * o->k + o->d], tb = o->tok[ib * o->k + o->d];
+    return ta != tb ? (ta < tb ? -1 : 1) : (ia > ib) - (ia < ib);
+}
+
+/* idx (n) share the prefix of length d + 1 whose last token is x; T holds prompt + the first d of
+ * it. Extends x, draws token d + 1 of each sample and recurses per distinct token. rows (k, V). */
+static int ar_subtree(vm_job *j, sl_lm *T, size_t n_prompt, size_t d, int32_t x, size_t *idx, size_t n, double *rows)
+{
+    double *row = rows + (d + 1) * j->V;
+    int rc = T->truncate(T->self, n_prompt + d);
+    if (!rc) rc = T->extend(T->self, &x, 1, 1, row);
     if (rc) return rc;
-    if (n_out != k) return sl_fail(SL_EFAIL, "verify: sample %zu has %zu tokens, expected %zu", i, n_out, k);
-    for (size_t t = 0; t < k; t++) {
-        int zero;
-        j->ar_u[i * k + t] = null_pit(j, sl_lm_prefix_row(tw, t), (size_t)out[t], sl_rng_uniform53(ur), &zero);
+    for (size_t m = 0; m < n; m++) ar_draw_one(j, idx[m], d + 1, row);
+    if (d + 2 >= j->k) return SL_OK;
+    tok_order o = {j->art, j->k, d + 1};
+    qsort_r(idx, n, sizeof *idx, cmp_by_token, &o);
+    for (size_t a = 0, b; a < n && !rc; a = b) {
+        int32_t y = j->art[idx[a] * j->k + d + 1];
+        for (b = a + 1; b < n && j->art[idx[b] * j->k + d + 1] == y; b++) {}
+        rc = ar_subtree(j, T, n_prompt, d + 1, y, idx + a, b - a, rows);
     }
-    return SL_OK;
+    return rc;
+}
+
+/* Largest group first (ties: lower start), so that the big subtrees start early. */
+static int cmp_group_size(const void *a, const void *b, void *ctx)
+{
+    const size_t *st = ctx, ga = *(const size_t *)a, gb = *(const size_t *)b;
+    size_t na = st[ga + 1] - st[ga], nb = st[gb + 1] - st[gb];
+    return na != nb ? (na > nb ? -1 : 1) : (ga > gb) - (ga < gb);
 }
 
 /* One worker's share of the whole pass; returns its status. Every worker reaches every barrier
@@ -158,6 +212,8 @@ static int worker(vm_job *j, int tid)
     gsl_rng *ur = NULL;
     int rc = sl_rand_rng_init(&rr, j->c->seed, 0), rr_ok = rc == SL_OK;
     if (!rc && !(ur = sl_rng_alloc(j->c->seed, SL_VM_STREAM_PIT, 0))) rc = SL_EFAIL;
+    double *rows_buf = j->ar ? sl_malloc(j->k * j->V * sizeof *rows_buf) : NULL; /* (k, V) */
+    if (j->ar && !rows_buf) rc = SL_EFAIL;
     for (size_t p = 0; p < j->P; p++) {
         sl_lm_prefix tw, dw;
         int wrapped = 0;
@@ -188,22 +244,46 @@ static int worker(vm_job *j, int tid)
 #pragma omp atomic write
                 j->failed = 1;
             }
-            progress_tick(j);
+            progress_tick(j, 1);
         }
         double t1 = sl_now_s();
         if (j->ar) {
-#pragma omp for schedule(dynamic, 1)
+            /* Every sample's uniforms and first token (row 0 is the wrapper's), then the first
+             * tokens' subtrees shared out, largest first. */
+#pragma omp for schedule(static)
             for (long m = 0; m < n_p; m++) {
+                size_t i = p + (size_t)m * j->P;
+                if (ur) ar_uniforms(j, i, ur);
+                if (wrapped) ar_draw_one(j, i, 0, sl_lm_prefix_row(&tw, 0));
+            }
+#pragma omp single
+            {
+                j->n_idx = (size_t)n_p;
+                for (size_t m = 0; m < j->n_idx; m++) j->ar_idx[m] = p + m * j->P;
+                tok_order o = {j->art, j->k, 0};
+                qsort_r(j->ar_idx, j->n_idx, sizeof *j->ar_idx, cmp_by_token, &o);
+                j->n_grp = 0;
+                for (size_t a = 0; a < j->n_idx; a++)
+                    if (a == 0 || j->art[j->ar_idx[a] * j->k] != j->art[j->ar_idx[a - 1] * j->k])
+                        j->grp_start[j->n_grp++] = a;
+                j->grp_start[j->n_grp] = j->n_idx;
+                for (size_t g = 0; g < j->n_grp; g++) j->grp_order[g] = g;
+                qsort_r(j->grp_order, j->n_grp, sizeof *j->grp_order, cmp_group_size, j->grp_start);
+            }
+#pragma omp for schedule(dynamic, 1)
+            for (long gi = 0; gi < (long)j->n_grp; gi++) {
                 int f;
 #pragma omp atomic read
                 f = j->failed;
                 if (f || rc) continue;
-                rc = one_ar(j, p + (size_t)m * j->P, j->prompts[p], j->n_prompt[p], &tw, &rr, ur);
+                const size_t g = j->grp_order[gi], a = j->grp_start[g], n = j->grp_start[g + 1] - a;
+                if (j->k > 1)
+                    rc = ar_subtree(j, T, j->n_prompt[p], 0, j->art[j->ar_idx[a] * j->k], j->ar_idx + a, n, rows_buf);
                 if (rc) {
 #pragma omp atomic write
                     j->failed = 1;
                 }
-                progress_tick(j);
+                progress_tick(j, n);
             }
         }
         if (tid == 0) {
@@ -217,6 +297,7 @@ static int worker(vm_job *j, int tid)
     }
     if (rr_ok) sl_rand_rng_free(&rr);
     if (ur) gsl_rng_free(ur);
+    free(rows_buf);
     return rc;
 }
 
@@ -368,8 +449,14 @@ int sl_verify_models_lm(const sl_verify_models_config *c, const int32_t *const *
     j.drafted = sl_calloc(K, sizeof *j.drafted);
     j.accepted = sl_calloc(K, sizeof *j.accepted);
     j.row0 = sl_malloc(n_prompts * j.V * sizeof *j.row0);
+    j.ar_draw = sl_malloc(K * k * sizeof *j.ar_draw);
+    j.ar_pitu = sl_malloc(K * k * sizeof *j.ar_pitu);
+    j.ar_idx = sl_malloc(K * sizeof *j.ar_idx);
+    j.grp_start = sl_malloc((K + 1) * sizeof *j.grp_start);
+    j.grp_order = sl_malloc(K * sizeof *j.grp_order);
     r->verify = sl_verify_result_new();
     if (!j.spec || !j.art || !j.spec_u || !j.ar_u || !j.spec_zero || !j.drafted || !j.accepted || !j.row0 ||
+        !j.ar_draw || !j.ar_pitu || !j.ar_idx || !j.grp_start || !j.grp_order ||
         !r->verify) {
         rc = SL_EFAIL;
         goto done;
@@ -442,6 +529,11 @@ done:
     free(j.drafted);
     free(j.accepted);
     free(j.row0);
+    free(j.ar_draw);
+    free(j.ar_pitu);
+    free(j.ar_idx);
+    free(j.grp_start);
+    free(j.grp_order);
     sl_verify_models_result_free(r);
     return rc;
 }

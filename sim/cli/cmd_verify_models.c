@@ -144,6 +144,7 @@ int sl_cmd_verify_models(int argc, char **argv)
     sl_cli_size(&c, "tokens", "k", &vc.tokens, 1, 4096, "tokens per continuation (default 4)");
     sl_cli_size(&c, "gamma", "G", &vc.gamma, 1, SL_SPEC_GAMMA_MAX, "drafts per iteration (default 3)");
     sl_cli_group_rule(&c, &vc.rule);
+    sl_cli_size(&c, "bug-k", "K", &vc.rule.bug_k, 1, (size_t)1 << 20, "k of the top-k wrong variants (default 1)");
     sl_cli_group_sampling(&c, &vc.sampling);
     sl_cli_flag(&c, "no-autoregressive", &no_ar, "skip the autoregressive set (and the tests that need it)");
     sl_cli_group_seed(&c, &vc.seed, &vc.threads);
