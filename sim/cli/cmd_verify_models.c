@@ -28,8 +28,8 @@ static const char about[] =
     "drafts and the bonus), so every draft position and every kind of emitted token (accepted\n"
     "draft, resample after a rejection, bonus) is exercised; 4000 x 4 PIT values give KS power\n"
     "against shifts of ~0.02 in the PIT distribution, enough to reject the wrong variants that\n"
-    "change the output visibly, in minutes on 2 cores; the smallest ones (bug-lowprec-draft) need\n"
-    "far more: analysis/verify_controls.csv has the K each bug needed on the shipped pair.\n"
+    "change the output visibly, in minutes on 2 cores; the smallest (bug-shared-uniform,\n"
+    "bug-lowprec-draft) need far more: analysis/verify_controls.csv has what was tried.\n"
     "Sample i draws from streams item 2i (speculative) and 2i+1 (autoregressive): the same seed\n"
     "gives the same output for any --threads. --samples-out writes both sets as\n"
     "`SEQ MODE t1,t2,...` lines (SEQ 2i speculative, 2i+1 autoregressive), as `run --tokens-out`.\n";
