@@ -81,8 +81,11 @@ section "recommend: from the measure log (16 prompts) with the run's c and v(n)"
 "$S" recommend "$W/m.h5" --c "$c" --v-table "$vtab" | awk '$0 == "# recommendation" { on = 1 } on && /^$/ { exit } on'
 
 section "verify"
-echo "Verification of the real pair in one process: not built yet (issue 15)."
-echo "Here: the built-in sampler on a synthetic pair (V = 8, gamma = 3, 200000 iterations)."
+echo "The real pair in one process: 1000 speculative and 1000 autoregressive 4-token continuations."
+rc=0; "$S" verify --target "$TARGET" --draft "$DRAFT" --prompt "$(head -n 1 "$W/run_prompts.txt")" --samples 1000 \
+  --tokens 4 --seed 1 --quiet --format json > "$W/verify_real.json" 2>/dev/null || rc=$?
+j "$W/verify_real.json" '"real   rule %-22s %s: %d of %d tests rejected, min Holm p %.3g" % (d["verdict"][0]["rule"], d["verdict"][0]["verdict"], d["verdict"][0]["rejected_tests"], d["verdict"][0]["tests"], d["verdict"][0]["min_p_holm"])'
+echo "Then the built-in sampler on a synthetic pair (V = 8, gamma = 3, 200000 iterations)."
 "$S" verify --format json > "$W/verify_exact.json"
 rc=0; "$S" verify --rule bug-resample-from-p --format json > "$W/verify_bug.json" 2> "$W/verify_bug.err" || rc=$?
 for k in exact bug; do

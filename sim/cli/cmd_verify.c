@@ -11,13 +11,18 @@
 #include "sl_mc.h"
 #include "sl_samples.h"
 #include "sl_verify.h"
+#include "sl_verify_exact.h"
 
 static const char about[] =
     "Runs the speculative sampler on a context-free synthetic pair and tests the emitted tokens\n"
     "against the known target pmf: per output position (first token, k-th token, bonus token,\n"
     "the token after a rejection), every token, and 2- and 3-token blocks; Pearson chi^2 and G\n"
     "with pooling, exact or Monte Carlo multinomial p-values for small counts, Holm over all\n"
-    "tests, TV with a CI, and the power reached against TV = --tv.\n"
+    "tests, TV with a CI, the power reached against TV = --tv and tv_90, the TV each test detects\n"
+    "with power 0.9. --exact: the exact deviation of the rule per test and the iterations to see it.\n"
+    "Other modes: --samples FILE (tokens from your own sampler, analysis/SAMPLES.md);\n"
+    "--two-sample A [B] (two files of token sequences, analysis/VERIFY_TWO.md);\n"
+    "--target T --draft D (real models in one process, analysis/VERIFY_MODELS.md).\n"
     "Exit status: 0 consistent with lossless, 1 rejected (not lossless), 2 bad input.\n"
     "Rules: exact | lenient | lenient-t0 | sampler-match | bug-draft-argmax | bug-draft-topk |\n"
     "bug-residual-paired | bug-resample-from-p | bug-lowprec-draft | bug-p-inplace | bug-shared-uniform.\n"
@@ -91,7 +96,9 @@ static int verify_mode(int argc, char **argv)
         if (!strcmp(argv[i], "--target") || !strcmp(argv[i], "--draft") || !strncmp(argv[i], "--target=", 9) ||
             !strncmp(argv[i], "--draft=", 8))
             return 3;
-        if (!strcmp(argv[i], "--two-sample") && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) return 2;
+        if (!strcmp(argv[i], "--two-sample") && i + 1 < argc &&
+            (strncmp(argv[i + 1], "--", 2) != 0 || !strcmp(argv[i + 1], "--help")))
+            return 2;
     }
     return 1;
 }
@@ -129,7 +136,7 @@ static int verify_synthetic(int argc, char **argv)
     sl_verify_opts vo = SL_VERIFY_OPTS_DEFAULT;
     sl_format fmt = SL_FMT_TABLE;
     size_t df = 0, reps = 0;
-    int power_only = 0;
+    int power_only = 0, exact = 0;
     const char *ps = NULL, *qs = NULL, *samples = NULL;
     sl_samples_format sf = SL_SAMPLES_AUTO;
     vec p = {0}, q = {0};
@@ -148,7 +155,10 @@ static int verify_synthetic(int argc, char **argv)
                 "iterations (default 200000: see README for what it detects)");
     sl_cli_dbl(&c, "level", "A", &vo.level, 0, 1, SL_OPT_LO_OPEN | SL_OPT_HI_OPEN,
                "family-wise level of the verdict (default 0.01)");
-    sl_cli_dbl(&c, "tv", "DELTA", &vo.tv_delta, 0, 1, SL_OPT_LO_OPEN, "deviation for the power statement (default 0.05)");
+    sl_cli_dbl(&c, "tv", "DELTA", &vo.tv_delta, 0, 1, SL_OPT_LO_OPEN,
+               "deviation for the power statement (default 0.05); without --iterations, the iterations that give\n"
+               "the first-token test power 0.9 against a TV of DELTA");
+    sl_cli_flag(&c, "exact", &exact, "enumerate one iteration of the rule: each test's exact deviation and the iterations to see it");
     sl_cli_flag(&c, "two-sample", &vo.two_sample, "compare with plain target samples instead of the known pmf");
     sl_cli_flag(&c, "power", &power_only, "only print the n needed for power 0.9 against --tv at --level");
     sl_cli_size(&c, "df", "K", &df, 1, (size_t)1 << 30, "degrees of freedom for --power (default vocab - 1)");
@@ -201,6 +211,23 @@ static int verify_synthetic(int argc, char **argv)
         goto out;
     }
     if ((rc = make_plan(&p, &q, &fp, &cfg, &plan))) goto out;
+    if (exact) {
+        sl_verify_exact_result e;
+        if (!(rc = sl_verify_exact(plan, vo.level, 0.9, 20000000, &e)) && !(rc = sl_verify_exact_report(&e, tables, &nt)))
+            rc = write_tables(tables, nt, fmt);
+        goto out;
+    }
+    if (!samples && reps == 0 && sl_cli_given(&c, "tv") && !sl_cli_given(&c, "iterations")) {
+        size_t m;
+        double it;
+        if ((rc = sl_verify_iterations_for_tv(plan, vo.tv_delta, vo.level, 0.9, &m, &it))) goto out;
+        if (it > (double)((size_t)1 << 34)) {
+            rc = sl_fail(SL_EINPUT, "--tv %g needs %.3g iterations, more than 2^34", vo.tv_delta, it);
+            goto out;
+        }
+        vo.iterations = (size_t)it;
+        if (!quiet) fprintf(stderr, "verify: %zu iterations give the first-token test power 0.9 against TV %g\n", vo.iterations, vo.tv_delta);
+    }
     sl_cli_progress pg;
     sl_cli_progress_init(&pg, "verify", reps > 0 ? "replications" : "iterations", quiet);
     vo.progress = sl_cli_progress_fn(&pg);
