@@ -31,30 +31,6 @@ static const char about[] =
     "T and D: model files (gpt2, llama or ngram; models/FORMAT.md) or lookup:N[:EPS[:NGRAM_FILE]]\n"
     "(prompt lookup, models/README.md); they must share a vocabulary.\n";
 
-/* "1,2,3" -> ids (malloc'd). Range against the vocabulary is checked later, by the library. */
-static int parse_ids(const char *s, int32_t **ids, size_t *n)
-{
-    size_t cap = 1;
-    for (const char *p = s; *p; p++) cap += *p == ',';
-    int32_t *v = sl_malloc(cap * sizeof *v);
-    if (!v) return SL_EFAIL;
-    size_t k = 0;
-    const char *p = s;
-    while (1) {
-        char *end;
-        long x = strtol(p, &end, 10);
-        if (end == p || (*end != ',' && *end != 0) || x < INT32_MIN || x > INT32_MAX) {
-            free(v);
-            return sl_fail(SL_EINPUT, "--prompt-ids: '%s' is not a comma-separated list of integers", s);
-        }
-        v[k++] = (int32_t)x;
-        if (!*end) break;
-        p = end + 1;
-    }
-    *ids = v;
-    *n = k;
-    return SL_OK;
-}
 
 /* The continuations on their own lines, then the statistics. */
 static int print_table(const sl_generate_result *r, sl_table *summary)
@@ -133,7 +109,7 @@ int sl_cmd_generate(int argc, char **argv)
     sl_generate_result *r = NULL;
     sl_table *t[2] = {0};
     size_t nt = 0;
-    if (ids_arg && (rc = parse_ids(ids_arg, &ids, &g.n_prompt_ids))) return rc;
+    if (ids_arg && (rc = sl_cli_ids("--prompt-ids", ids_arg, &ids, &g.n_prompt_ids))) return rc;
     g.prompt_ids = ids;
     if (!(rc = sl_generate_run(&g, &r)) && !(rc = sl_generate_report(r, t, &nt)))
         rc = fmt == SL_FMT_TABLE ? print_table(r, t[1]) : sl_report_write(t, nt, stdout, fmt);

@@ -34,31 +34,6 @@ static const char about[] =
     "gives the same output for any --threads. --samples-out writes both sets as\n"
     "`SEQ MODE t1,t2,...` lines (SEQ 2i speculative, 2i+1 autoregressive), as `run --tokens-out`.\n";
 
-/* "1,2,3" -> ids (malloc'd). */
-static int parse_ids(const char *s, int32_t **ids, size_t *n)
-{
-    size_t cap = 1;
-    for (const char *p = s; *p; p++) cap += *p == ',';
-    int32_t *v = sl_malloc(cap * sizeof *v);
-    if (!v) return SL_EFAIL;
-    size_t k = 0;
-    const char *p = s;
-    while (1) {
-        char *end;
-        errno = 0;
-        long x = strtol(p, &end, 10);
-        if (end == p || (*end != ',' && *end != 0) || errno || x < INT32_MIN || x > INT32_MAX) {
-            free(v);
-            return sl_fail(SL_EINPUT, "--prompt-ids: '%s' is not a comma-separated list of integers", s);
-        }
-        v[k++] = (int32_t)x;
-        if (!*end) break;
-        p = end + 1;
-    }
-    *ids = v;
-    *n = k;
-    return SL_OK;
-}
 
 /* Whether line (without its newline) is "SEQ MODE t1,t2,...". */
 static int token_line(const char *s)
@@ -167,7 +142,7 @@ int sl_cmd_verify_models(int argc, char **argv)
     vc.autoregressive = !no_ar;
     vc.keep_samples = samples_out != NULL;
     int32_t *ids = NULL;
-    if (ids_arg && (rc = parse_ids(ids_arg, &ids, &vc.n_prompt_ids))) return rc;
+    if (ids_arg && (rc = sl_cli_ids("--prompt-ids", ids_arg, &ids, &vc.n_prompt_ids))) return rc;
     vc.prompt_ids = ids;
     sl_cli_progress pg;
     sl_cli_progress_init(&pg, "verify", "samples", quiet);

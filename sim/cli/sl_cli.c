@@ -484,3 +484,29 @@ void sl_cli_group_quiet(sl_cli *c, int *quiet)
 {
     sl_cli_flag(c, "quiet", quiet, "no progress line on stderr (shown only when stderr is a terminal)");
 }
+
+/* "1,2,3" -> token ids (malloc'd, *n of them); flag names the option in the error. */
+int sl_cli_ids(const char *flag, const char *s, int32_t **ids, size_t *n)
+{
+    size_t cap = 1;
+    for (const char *p = s; *p; p++) cap += *p == ',';
+    int32_t *v = sl_malloc(cap * sizeof *v);
+    if (!v) return SL_EFAIL;
+    size_t k = 0;
+    const char *p = s;
+    while (1) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || (*end != ',' && *end != 0) || errno || x < INT32_MIN || x > INT32_MAX) {
+            free(v);
+            return sl_fail(SL_EINPUT, "%s: '%s' is not a comma-separated list of integers", flag, s);
+        }
+        v[k++] = (int32_t)x;
+        if (!*end) break;
+        p = end + 1;
+    }
+    *ids = v;
+    *n = k;
+    return SL_OK;
+}

@@ -167,4 +167,7 @@ void sl_cli_progress_end(sl_cli_progress *p);
 /* --quiet: no progress line on stderr. */
 void sl_cli_group_quiet(sl_cli *c, int *quiet);
 
+/* Parses "1,2,3" into token ids (malloc'd, *n entries); SL_EINPUT naming flag otherwise. */
+int sl_cli_ids(const char *flag, const char *s, int32_t **ids, size_t *n);
+
 #endif
