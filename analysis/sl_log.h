@@ -55,9 +55,11 @@ typedef struct {
     sl_log_dist dist;          /* measure: how full distributions are stored */
     uint64_t shard_sequences;  /* sequences per shard */
     /* run logs */
-    uint64_t gamma;
+    uint64_t gamma;            /* the one gamma, or the largest of a sweep */
+    char gammas[128];          /* a sweep's gammas, "1,2,4" ("" = the one gamma): attribute and fingerprint only when set */
     char rule[32];
     double lenience;
+    int64_t threads;           /* worker threads the decode ran with (0 = not recorded); not in the fingerprint */
     /* filled by the writer or read from a file */
     int64_t schema_version;
     char tool_version[32], source_revision[128], created_utc[32];

@@ -107,6 +107,8 @@ int sl_log_open(sl_log_reader **out, const char *path)
         sl_log_h5_get_attr_num(r->file, "eos", H5T_NATIVE_INT64, &m->eos);
         sl_log_h5_get_attr_num(r->file, "shard_sequences", H5T_NATIVE_UINT64, &m->shard_sequences);
         sl_log_h5_get_attr_num(r->file, "gamma", H5T_NATIVE_UINT64, &m->gamma);
+        sl_log_h5_get_attr_str(r->file, "gammas", m->gammas, sizeof m->gammas);
+        sl_log_h5_get_attr_num(r->file, "threads", H5T_NATIVE_INT64, &m->threads);
         sl_log_h5_get_attr_str(r->file, "rule", m->rule, sizeof m->rule);
         sl_log_h5_get_attr_num(r->file, "lenience", H5T_NATIVE_DOUBLE, &m->lenience);
         sl_log_h5_get_attr_str(r->file, "tool_version", m->tool_version, sizeof m->tool_version);

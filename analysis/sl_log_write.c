@@ -87,6 +87,11 @@ static void fingerprint(const sl_log_meta *m, char *buf, size_t n)
              m->sampling.top_k, m->sampling.top_p, m->sampling.min_p, (unsigned long long)m->seed,
              (unsigned long long)m->tokens_per_sequence, (long long)m->eos, sl_log_dist_name(m->dist),
              (unsigned long long)m->shard_sequences, (unsigned long long)m->gamma, m->rule, m->lenience);
+    /* A sweep's gamma list joins the fingerprint only when set, so single-gamma logs keep theirs. */
+    if (m->gammas[0]) {
+        size_t len = strlen(buf);
+        if (len < n) snprintf(buf + len, n - len, ";gammas=%s", m->gammas);
+    }
 }
 
 static int write_meta(hid_t f, const sl_log_meta *m)
@@ -112,8 +117,10 @@ static int write_meta(hid_t f, const sl_log_meta *m)
     rc |= attr_u64(f, "shard_sequences", m->shard_sequences);
     if (m->kind == SL_LOG_RUN) {
         rc |= attr_u64(f, "gamma", m->gamma);
+        if (m->gammas[0]) rc |= attr_str(f, "gammas", m->gammas);
         rc |= attr_str(f, "rule", m->rule);
         rc |= attr_f64(f, "lenience", m->lenience);
+        if (m->threads > 0) rc |= attr_i64(f, "threads", m->threads);
     }
     rc |= attr_str(f, "tool_version", SL_VERSION);
     rc |= attr_str(f, "source_revision", SL_SOURCE_REVISION);
