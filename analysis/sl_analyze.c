@@ -1,5 +1,6 @@
 /* sl_analyze.c: streaming analysis of measure and run logs (see sl_analyze.h). */
 #include "sl_analyze.h"
+#include "sl_replay.h"
 
 #include <math.h>
 #include <immintrin.h>
@@ -534,16 +535,24 @@ static int analyze_measure(sl_log_reader *r, const sl_analyze_opts *o, sl_analyz
     m.pmin = calloc(m.npm + 1, sizeof *m.pmin);
     double *beta = malloc(maxlen * sizeof *beta), *qmax = malloc(maxlen * sizeof *qmax), *C = malloc((maxlen + 1) * sizeof *C);
     uint8_t *pat = malloc(maxlen);
+    double *acc_p = malloc(maxlen * sizeof *acc_p); /* min(1, q/p) of the logged tokens, one sequence */
     gsl_rng *rng = sl_rng_alloc(o->seed, SL_STREAM_ACCEPT, 0);
     sl_log_pos_block b = {0};
-    if (!m.n || !m.sumb || !m.W || !m.S || !m.fixed || !m.oracle || !m.pmin || !beta || !qmax || !C || !pat || !rng)
+    sl_replay_seqs rs;
+    if (!m.n || !m.sumb || !m.W || !m.S || !m.fixed || !m.oracle || !m.pmin || !beta || !qmax || !C || !pat || !rng ||
+        !acc_p)
         rc = sl_fail(SL_EFAIL, "out of memory");
+    int rs_ok = !rc && !sl_replay_seqs_init(&rs, G);
+    if (!rc && !rs_ok) rc = SL_EFAIL;
     if (!rc) rc = sl_log_pos_block_alloc(&b, 4096);
     const char *path = "log";
     size_t cur = 0, len = 0;
     double sd = 0, sep = 0, seq_ = 0, sqm = 0, dmax = 0;
     uint64_t nrows = 0;
-    while (!rc && cur < ns && seqs[cur].n_rows == 0) process_sequence(&m, cur++, beta, qmax, 0, pat, C, o, res, vtab, rng);
+    while (!rc && cur < ns && seqs[cur].n_rows == 0) {
+        process_sequence(&m, cur++, beta, qmax, 0, pat, C, o, res, vtab, rng);
+        rc = sl_replay_seqs_add(&rs, acc_p, 0);
+    }
     for (size_t first = 0; !rc && first < total; first += b.n) {
         rc = sl_log_read_positions(r, first, &b);
         if (rc || b.n == 0) break;
@@ -560,6 +569,11 @@ static int analyze_measure(sl_log_reader *r, const sl_analyze_opts *o, sl_analyz
                              row, b.sequence[i], b.position[i]);
                 break;
             }
+            if (!(b.p_token[i] > 0 && b.p_token[i] <= 1 + 1e-9) || !(b.q_token[i] >= 0 && b.q_token[i] <= 1 + 1e-9)) {
+                rc = sl_fail(SL_EINPUT, "%s: /positions row %zu: p_token %g, q_token %g; expected p in (0, 1], q in [0, 1]",
+                             path, row, b.p_token[i], b.q_token[i]);
+                break;
+            }
             if (be > 1) be = 1;
             add_beta(res, o, be);
             size_t cb = (size_t)(qm * (double)o->n_conf_bins);
@@ -572,9 +586,11 @@ static int analyze_measure(sl_log_reader *r, const sl_analyze_opts *o, sl_analyz
             nrows++;
             beta[len] = be;
             qmax[len] = qm;
+            acc_p[len] = sl_replay_accept_prob(b.p_token[i], b.q_token[i]);
             len++;
-            while (cur < ns && len == (size_t)seqs[cur].n_rows) {
+            while (!rc && cur < ns && len == (size_t)seqs[cur].n_rows) {
                 process_sequence(&m, cur, beta, qmax, len, pat, C, o, res, vtab, rng);
+                rc = sl_replay_seqs_add(&rs, acc_p, len);
                 cur++;
                 len = 0;
             }
@@ -645,6 +661,27 @@ static int analyze_measure(sl_log_reader *r, const sl_analyze_opts *o, sl_analyz
             free(col);
         }
     }
+    if (!rc && rs.n_seq == ns && ns > 0) { /* the sequential replay: tokens per iteration with a CI over sequences */
+        res->have_seq = 1;
+        for (size_t k = 0; k < G; k++) {
+            res->en_seq[k] = sl_replay_tokens_per_iteration(&rs, k + 1);
+            res->alpha_seq[k] = sl_replay_alpha(&rs, k + 1);
+            res->en_seq_lo[k] = res->en_seq_hi[k] = NAN;
+        }
+        if (ns >= 2 && o->n_boot >= 2) {
+            double *bv = malloc(o->n_boot * G * sizeof *bv), *col = malloc(o->n_boot * sizeof *col);
+            if (!bv || !col) rc = sl_fail(SL_EFAIL, "out of memory");
+            if (!rc) rc = sl_replay_boot(&rs, o->n_boot, o->seed, bv);
+            for (size_t k = 0; !rc && k < G; k++) {
+                size_t cnt = 0;
+                for (size_t bb = 0; bb < o->n_boot; bb++)
+                    if (isfinite(bv[bb * G + k])) col[cnt++] = bv[bb * G + k];
+                if (cnt >= 2) sl_stats_percentile_ci(col, cnt, o->ci_level, &res->en_seq_lo[k], &res->en_seq_hi[k]);
+            }
+            free(bv);
+            free(col);
+        }
+    }
     if (!rc && o->policy_reps > 0 && res->n_windows > 0) { /* policies */
         res->pol = calloc(G + m.nc * (3 + m.npm) + 8, sizeof *res->pol);
         if (!res->pol) rc = sl_fail(SL_EFAIL, "out of memory");
@@ -667,7 +704,8 @@ static int analyze_measure(sl_log_reader *r, const sl_analyze_opts *o, sl_analyz
     }
     free(seqs);
     free(m.n), free(m.sumb), free(m.W), free(m.S), free(m.fixed), free(m.oracle), free(m.pmin);
-    free(beta), free(qmax), free(C), free(pat);
+    free(beta), free(qmax), free(C), free(pat), free(acc_p);
+    if (rs_ok) sl_replay_seqs_free(&rs);
     if (rng) gsl_rng_free(rng);
     if (b.cap) sl_log_pos_block_free(&b);
     return rc;
@@ -801,7 +839,13 @@ static int compute_factors(const sl_analyze_opts *o, sl_analyze_result *res, con
             res->frep[ci][g - 1] = NAN;
             if (!rc && res->have_replay) rc = sl_theory_beta_walltime_factor_v(cond, (int)g, c, vc, &res->frep[ci][g - 1]);
             if (rc) return rc;
+            res->fseq[ci][g - 1] =
+                res->have_seq ? res->en_seq[g - 1] / sl_theory_iteration_cost((double)g, c, res->vtab[g]) : NAN;
         }
+        /* The sequential replay's best gamma: 0 (plain decoding) unless some gamma beats 1. */
+        res->opt_seq[ci] = 0, res->optf_seq[ci] = res->have_seq ? 1 : NAN;
+        for (size_t g = 1; res->have_seq && g <= G; g++)
+            if (res->fseq[ci][g - 1] > res->optf_seq[ci]) res->opt_seq[ci] = (int)g, res->optf_seq[ci] = res->fseq[ci][g - 1];
         sl_theory_optimum op;
         int rc = sl_theory_optimal_gamma(res->alpha, c, vc, (int)G, &op);
         if (rc) return rc;
@@ -1035,7 +1079,9 @@ int sl_analyze_report(const sl_analyze_result *res, sl_table ***out, size_t *n_o
 
     static const sl_colspec en_cols[] = {SL_COL_I("gamma"), SL_COL_D("iid", NULL), SL_COL_D("replay", NULL),
                                          SL_COL_D("replay_ci_lo", NULL), SL_COL_D("replay_ci_hi", NULL),
-                                         SL_COL_D("observed", NULL), SL_COL_I("observed_iterations")};
+                                         SL_COL_D("observed", NULL), SL_COL_I("observed_iterations"),
+                                         SL_COL_D("sequential", NULL), SL_COL_D("sequential_ci_lo", NULL),
+                                         SL_COL_D("sequential_ci_hi", NULL), SL_COL_D("sequential_alpha", NULL)};
     t = TAB("expected_tokens", en_cols);
     for (size_t k = 0; k < G; k++) {
         sl_table_row(t);
@@ -1046,6 +1092,10 @@ int sl_analyze_report(const sl_analyze_result *res, sl_table ***out, size_t *n_o
         sl_table_setd(t, "replay_ci_hi", res->en_hi[k]);
         sl_table_setd(t, "observed", res->have_run ? res->en_observed[k] : NAN);
         sl_table_seti(t, "observed_iterations", (int64_t)res->n_observed[k]);
+        sl_table_setd(t, "sequential", res->have_seq ? res->en_seq[k] : NAN);
+        sl_table_setd(t, "sequential_ci_lo", res->have_seq ? res->en_seq_lo[k] : NAN);
+        sl_table_setd(t, "sequential_ci_hi", res->have_seq ? res->en_seq_hi[k] : NAN);
+        sl_table_setd(t, "sequential_alpha", res->have_seq ? res->alpha_seq[k] : NAN);
     }
 
     if (res->have_dists) {
@@ -1073,7 +1123,7 @@ int sl_analyze_report(const sl_analyze_result *res, sl_table ***out, size_t *n_o
     static const sl_colspec factor_cols[] = {SL_COL_D("c", NULL), SL_COL_D("c_hat", NULL), SL_COL_I("gamma"),
                                              SL_COL_D("v", NULL), SL_COL_D("walltime_thm38", NULL),
                                              SL_COL_D("walltime_v", NULL), SL_COL_D("walltime_replay", NULL),
-                                             SL_COL_D("ops_factor", NULL)};
+                                             SL_COL_D("ops_factor", NULL), SL_COL_D("walltime_sequential", NULL)};
     t = TAB("factors", factor_cols);
     for (size_t ci = 0; ci < res->n_cs; ci++)
         for (size_t k = 0; k < G; k++) {
@@ -1086,11 +1136,13 @@ int sl_analyze_report(const sl_analyze_result *res, sl_table ***out, size_t *n_o
             sl_table_setd(t, "walltime_v", res->fv[ci][k]);
             sl_table_setd(t, "walltime_replay", res->frep[ci][k]);
             sl_table_setd(t, "ops_factor", res->fops[ci][k]);
+            sl_table_setd(t, "walltime_sequential", res->fseq[ci][k]);
         }
     static const sl_colspec opt_cols[] = {
         SL_COL_D("c", NULL), SL_COL_I("gamma_iid"), SL_COL_D("factor_iid", NULL), SL_COL_I("at_cap_iid"),
         SL_COL_I("gamma_replay"), SL_COL_D("factor_replay", NULL), SL_COL_I("at_cap_replay"),
-        SL_COL_I("cor39_alpha_gt_c"), SL_COL_D("cor39_bound", NULL)};
+        SL_COL_I("cor39_alpha_gt_c"), SL_COL_D("cor39_bound", NULL), SL_COL_I("gamma_sequential"),
+        SL_COL_D("factor_sequential", NULL)};
     t = TAB("optimal_gamma", opt_cols);
     for (size_t ci = 0; ci < res->n_cs; ci++) {
         sl_table_row(t);
@@ -1105,6 +1157,10 @@ int sl_analyze_report(const sl_analyze_result *res, sl_table ***out, size_t *n_o
         }
         sl_table_seti(t, "cor39_alpha_gt_c", res->cor_improves[ci]);
         sl_table_setd(t, "cor39_bound", res->cor_bound[ci]);
+        if (res->have_seq) {
+            sl_table_seti(t, "gamma_sequential", res->opt_seq[ci]);
+            sl_table_setd(t, "factor_sequential", res->optf_seq[ci]);
+        }
     }
 
     if (res->n_pol) {
@@ -1135,9 +1191,12 @@ int sl_analyze_report(const sl_analyze_result *res, sl_table ***out, size_t *n_o
         "alpha CI: percentile bootstrap resampling whole sequences",
         "unconditional = P(draft i accepted) per iteration (vLLM's per-position rate); conditional = P(draft i "
         "accepted | drafts 1..i-1 accepted) (EAGLE's)",
-        "replay: the logged beta sequences, a window of gamma consecutive positions per iteration; observed: a run log",
+        "replay: the logged beta sequences, a window of gamma consecutive positions per iteration (kept for "
+        "comparison); observed: a run log",
+        "sequential: the exact replay along the logged text (a tested draft accepted with probability "
+        "min(1, q(x)/p(x)), each iteration starting where the previous one ended; THEORY.md): what recommend uses",
     };
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 4; i++) {
         sl_table_row(t);
         sl_table_sets(t, "note", fixed_notes[i]);
     }

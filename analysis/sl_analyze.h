@@ -10,10 +10,15 @@
  * Memory is bounded: rows stream in blocks; what grows is O(n_sequences * gamma_max) per-sequence
  * sums for the bootstrap and one sequence's betas at a time, never the number of positions.
  *
- * Replay model (measure logs): along a logged sequence, a draft at position t is accepted with
- * probability beta_t, independently; an iteration starting at t with gamma drafts uses beta_t ..
- * beta_{t+gamma-1}. This ignores that after a rejection the real continuation differs from the
- * logged one; it is the model under which E[N] = sum_k prod_{i<=k} beta_i is "implied by the log".
+ * Three models of E[N] for measure logs, side by side:
+ *   iid        Equation 1 at alpha (the paper's assumption);
+ *   window     (kept for comparison) an iteration may start at every position t and accepts its
+ *              drafts with probabilities beta_t .. beta_{t+gamma-1}: E[N] = sum_k prod_{i<=k} beta_i
+ *              averaged over the windows of gamma_max positions;
+ *   sequential the exact replay of analysis/sl_replay.h: along the logged text, a tested draft is
+ *              accepted with probability min(1, q(x_t)/p(x_t)), and each iteration starts where the
+ *              previous one ended (the positions a real run tests, and their autocorrelation).
+ * The dynamic-gamma policies replay acceptance patterns drawn from the logged betas.
  */
 #ifndef SL_ANALYZE_H
 #define SL_ANALYZE_H
@@ -89,6 +94,12 @@ typedef struct {
     /* expected tokens per gamma 1..gamma_max */
     double en_iid[SL_ANALYZE_GMAX], en_replay[SL_ANALYZE_GMAX], en_lo[SL_ANALYZE_GMAX], en_hi[SL_ANALYZE_GMAX];
     double en_observed[SL_ANALYZE_GMAX]; uint64_t n_observed[SL_ANALYZE_GMAX];
+    /* the exact sequential replay along the logged text (measure logs, analysis/sl_replay.h): tokens
+     * per iteration at each gamma with a bootstrap CI over sequences, and the acceptance of the
+     * drafts it tests (accepted / tested) */
+    int have_seq;
+    double en_seq[SL_ANALYZE_GMAX], en_seq_lo[SL_ANALYZE_GMAX], en_seq_hi[SL_ANALYZE_GMAX];
+    double alpha_seq[SL_ANALYZE_GMAX];
     /* full distributions */
     int have_dists;
     double beta_dists, beta_dists_maxdiff, match, nonit;
@@ -124,6 +135,9 @@ typedef struct {
     double fv[SL_ANALYZE_NC][SL_ANALYZE_GMAX];   /* E[N] / (gamma c + v(gamma + 1)), i.i.d. alpha */
     double frep[SL_ANALYZE_NC][SL_ANALYZE_GMAX]; /* the same with the replayed E[N] */
     double fops[SL_ANALYZE_NC][SL_ANALYZE_GMAX]; /* Theorem 3.11 with c_hat */
+    double fseq[SL_ANALYZE_NC][SL_ANALYZE_GMAX]; /* the sequential replay's tokens per iteration / (gamma c + v(gamma + 1)) */
+    int opt_seq[SL_ANALYZE_NC];                  /* its best gamma (0: plain decoding is faster) */
+    double optf_seq[SL_ANALYZE_NC];
     int opt_iid[SL_ANALYZE_NC], opt_rep[SL_ANALYZE_NC], opt_iid_cap[SL_ANALYZE_NC], opt_rep_cap[SL_ANALYZE_NC];
     double optf_iid[SL_ANALYZE_NC], optf_rep[SL_ANALYZE_NC];
     int cor_improves[SL_ANALYZE_NC];
