@@ -8,11 +8,17 @@
  * does exactly what the theory counts: per-token draft steps and (gamma + 1)-token verification
  * calls for the speculative side, single-token target steps for the baseline. Iteration records
  * are kept in memory during the decode and written to HDF5 after it, so no I/O is timed.
+ *
+ * A sweep over gamma decodes each prompt at every gamma of the list and then autoregressively,
+ * back to back (sequences p M + j), rather than one gamma after another over all prompts: drift of
+ * the machine (thermal state, other load) then hits every gamma alike, and the costs each gamma
+ * pays are compared within the same minute.
  */
 #include "sl_run.h"
 
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,17 +223,57 @@ void sl_run_config_init(sl_run_config *c)
     c->shard_prompts = 4;
 }
 
-/* v_max as used: the default max(16, gamma + 1) when 0. */
+/* The gammas decoded: the sweep's list, or the one gamma. */
+static size_t gammas_of(const sl_run_config *c, const int **g)
+{
+    if (c->n_gammas > 0 && c->gammas) {
+        *g = c->gammas;
+        return c->n_gammas;
+    }
+    *g = &c->gamma;
+    return 1;
+}
+
+static int gamma_max_of(const sl_run_config *c)
+{
+    const int *g;
+    const size_t n = gammas_of(c, &g);
+    return g[n - 1];
+}
+
+/* v_max as used: the default max(16, largest gamma + 1) when 0. */
 static size_t v_max_of(const sl_run_config *c)
 {
     if (c->v_max) return c->v_max;
-    return (size_t)c->gamma + 1 > 16 ? (size_t)c->gamma + 1 : 16;
+    const size_t g1 = (size_t)gamma_max_of(c) + 1;
+    return g1 > 16 ? g1 : 16;
+}
+
+/* Writes the list as "1,2,4" into buf (n bytes). */
+static void format_gammas(const int *g, size_t n_g, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < n_g && len < n; i++) len += (size_t)snprintf(buf + len, n - len, "%s%d", i ? "," : "", g[i]);
 }
 
 int sl_run_config_validate(const sl_run_config *c)
 {
     if (c->tokens < 1) return sl_fail(SL_EINPUT, "tokens: %zu is not >= 1", c->tokens);
-    if (c->gamma < 1 || c->gamma > SL_SPEC_GAMMA_MAX)
+    if (c->n_gammas > 0 || c->gammas) {
+        if (!c->gammas || c->n_gammas < 1)
+            return sl_fail(SL_EINPUT, "gammas: %zu gammas given %s a list", c->n_gammas, c->gammas ? "with" : "without");
+        if (c->n_gammas > SL_RUN_MAX_GAMMAS)
+            return sl_fail(SL_EINPUT, "gammas: %zu gammas, more than the %d a sweep takes", c->n_gammas,
+                           SL_RUN_MAX_GAMMAS);
+        for (size_t i = 0; i < c->n_gammas; i++) {
+            if (c->gammas[i] < 1 || c->gammas[i] > SL_SPEC_GAMMA_MAX)
+                return sl_fail(SL_EINPUT, "gammas: %d is outside [1, %d]", c->gammas[i], SL_SPEC_GAMMA_MAX);
+            if (i > 0 && c->gammas[i] <= c->gammas[i - 1])
+                return sl_fail(SL_EINPUT, "gammas: %d follows %d; the list must be strictly ascending", c->gammas[i],
+                               c->gammas[i - 1]);
+        }
+    } else if (c->gamma < 1 || c->gamma > SL_SPEC_GAMMA_MAX)
         return sl_fail(SL_EINPUT, "gamma: %d is outside [1, %d]", c->gamma, SL_SPEC_GAMMA_MAX);
     if (c->eos < -1 || c->eos > INT32_MAX) return sl_fail(SL_EINPUT, "eos: %ld is outside [-1, %d]", c->eos, INT32_MAX);
     if (c->cost_reps < 1) return sl_fail(SL_EINPUT, "cost_reps: %ld is not >= 1", c->cost_reps);
@@ -235,9 +281,9 @@ int sl_run_config_validate(const sl_run_config *c)
     if (!c->prompts) return sl_fail(SL_EINPUT, "prompts: no prompt file given");
     if (!c->out) return sl_fail(SL_EINPUT, "out: no run log given");
     const size_t vm = v_max_of(c);
-    if (vm < (size_t)c->gamma + 1)
-        return sl_fail(SL_EINPUT, "v_max: %zu is below gamma + 1 = %d (the prediction needs v(gamma + 1))", vm,
-                       c->gamma + 1);
+    const int gm = gamma_max_of(c);
+    if (vm < (size_t)gm + 1)
+        return sl_fail(SL_EINPUT, "v_max: %zu is below gamma + 1 = %d (the prediction needs v(gamma + 1))", vm, gm + 1);
     return sl_spec_config_validate(&c->rule);
 }
 
@@ -254,6 +300,49 @@ static int check_existing(const char *out)
                      sl_log_kind_name(sl_log_meta_of(r)->kind));
     sl_log_close(r);
     return rc;
+}
+
+size_t sl_run_log_gammas(const sl_log_meta *m, int *out)
+{
+    if (!m->gammas[0]) {
+        if (m->gamma < 1 || m->gamma > SL_SPEC_GAMMA_MAX) {
+            sl_fail(SL_EINPUT, "gamma: %llu in the log is outside [1, %d]", (unsigned long long)m->gamma,
+                    SL_SPEC_GAMMA_MAX);
+            return 0;
+        }
+        out[0] = (int)m->gamma;
+        return 1;
+    }
+    size_t n = 0;
+    const char *s = m->gammas;
+    for (;;) {
+        char *end = (char *)s;
+        long g = -1;
+        errno = 0;
+        if (*s >= '0' && *s <= '9') g = strtol(s, &end, 10); /* digits only: no sign, no blanks */
+        if (errno || g < 1 || g > SL_SPEC_GAMMA_MAX || (*end && *end != ',')) {
+            sl_fail(SL_EINPUT, "gammas: '%s' in the log is not a list of integers in [1, %d] like 1,2,4", m->gammas,
+                    SL_SPEC_GAMMA_MAX);
+            return 0;
+        }
+        if (n == SL_RUN_MAX_GAMMAS) {
+            sl_fail(SL_EINPUT, "gammas: '%s' in the log has more than %d gammas", m->gammas, SL_RUN_MAX_GAMMAS);
+            return 0;
+        }
+        if (n > 0 && g <= out[n - 1]) {
+            sl_fail(SL_EINPUT, "gammas: '%s' in the log is not strictly ascending", m->gammas);
+            return 0;
+        }
+        out[n++] = (int)g;
+        if (!*end) break;
+        s = end + 1;
+    }
+    if ((uint64_t)out[n - 1] != m->gamma) {
+        sl_fail(SL_EINPUT, "gammas: '%s' in the log ends below or above its gamma %llu (the largest)", m->gammas,
+                (unsigned long long)m->gamma);
+        return 0;
+    }
+    return n;
 }
 
 static int write_tokens(FILE *f, long seq, int mode, const int32_t *t, size_t n)
@@ -300,8 +389,12 @@ static int run_meta(const sl_run_config *o, size_t V, sl_log_meta *meta)
     meta->tokens_per_sequence = o->tokens;
     meta->eos = o->eos;
     meta->dist = SL_LOG_DIST_NONE;
-    meta->shard_sequences = 2 * (uint64_t)o->shard_prompts;
-    meta->gamma = (uint64_t)o->gamma;
+    const int *g;
+    const size_t n_g = gammas_of(o, &g);
+    meta->shard_sequences = (n_g + 1) * (uint64_t)o->shard_prompts;
+    meta->gamma = (uint64_t)g[n_g - 1];
+    if (n_g >= 2) format_gammas(g, n_g, meta->gammas, sizeof meta->gammas);
+    meta->threads = omp_get_max_threads();
     snprintf(meta->rule, sizeof meta->rule, "%s", sl_rule_name(o->rule.rule));
     meta->lenience = o->rule.lenience;
     return SL_OK;
@@ -327,7 +420,9 @@ int sl_run_experiment(const sl_run_config *o)
     sl_rand_rng rr;
     int rng_ok = 0;
     FILE *tf = NULL;
-    const size_t G = (size_t)o->gamma, N = o->tokens, VM = v_max_of(o);
+    const int *gl; /* (n_g) the gammas, ascending */
+    const size_t n_g = gammas_of(o, &gl), M = n_g + 1; /* sequences per prompt */
+    const size_t G = (size_t)gl[n_g - 1], N = o->tokens, VM = v_max_of(o); /* G: the largest gamma */
     const size_t V = mt->cfg.vocab_size;
 
     if (sl_tok_vocab_size(o->tok) > V) {
@@ -339,8 +434,8 @@ int sl_run_experiment(const sl_run_config *o)
     const size_t limit = mt->cfg.max_seq_len < hd->context ? mt->cfg.max_seq_len : hd->context;
     ids = calloc(np, sizeof *ids);
     len = calloc(np, sizeof *len);
-    pids = calloc(2 * np, sizeof *pids);
-    plen = calloc(2 * np, sizeof *plen);
+    pids = calloc(M * np, sizeof *pids);
+    plen = calloc(M * np, sizeof *plen);
     if (!ids || !len || !pids || !plen) {
         rc = sl_fail(SL_EFAIL, "out of memory");
         goto done;
@@ -362,8 +457,10 @@ int sl_run_experiment(const sl_run_config *o)
         }
         if ((rc = sl_model_check_tokens(mt, ids[i], len[i]))) goto done;
         if (len[i] > longest) longest = len[i];
-        pids[2 * i] = pids[2 * i + 1] = ids[i];
-        plen[2 * i] = plen[2 * i + 1] = len[i];
+        for (size_t j = 0; j < M; j++) {
+            pids[M * i + j] = ids[i];
+            plen[M * i + j] = len[i];
+        }
     }
     /* The cost context, within the context with room for the largest call. */
     size_t cost_ctx = o->cost_context;
@@ -417,7 +514,7 @@ int sl_run_experiment(const sl_run_config *o)
         if (stat(cp, &st) != 0) {
             for (size_t i = 0; i < cost_ctx + VM; i++) ctxbuf[i] = ids[0][i % len[0]];
             sl_run_costs costs;
-            rc = sl_run_measure_costs(&lt->lm, &hd->lm, ctxbuf, cost_ctx, VM, o->gamma, o->cost_reps, dists, &costs);
+            rc = sl_run_measure_costs(&lt->lm, &hd->lm, ctxbuf, cost_ctx, VM, (int)G, o->cost_reps, dists, &costs);
             if (!rc)
                 rc = sl_log_set_costs(w, costs.c, costs.draft_step_s, costs.target_step_s, costs.v.n, costs.v.v,
                                       costs.call_s, costs.v.n_entries);
@@ -428,7 +525,7 @@ int sl_run_experiment(const sl_run_config *o)
 
     if ((rc = sl_rand_rng_init(&rr, o->seed, 0))) goto done;
     rng_ok = 1;
-    const size_t S = 2 * o->shard_prompts, n_seq = 2 * np, n_shards = (n_seq + S - 1) / S;
+    const size_t S = M * o->shard_prompts, n_seq = M * np, n_shards = (n_seq + S - 1) / S;
     for (size_t k = 0; k < n_shards && !rc; k++) {
         size_t first = k * S, n = n_seq - first < S ? n_seq - first : S;
         int is_done = 0;
@@ -437,8 +534,8 @@ int sl_run_experiment(const sl_run_config *o)
         if (rc || is_done) continue;
         rc = sl_log_shard_begin(w, k);
         for (size_t s = first; s < first + n && !rc; s++) {
-            const size_t p = s / 2;
-            const int mode = (int)(s % 2); /* 0 speculative, 1 autoregressive */
+            const size_t p = s / M, j = s % M;
+            const int mode = j == n_g; /* 0 speculative at gl[j], 1 autoregressive */
             prefilled_lm pt, pd;
             size_t n_out = 0;
             double t0, wall;
@@ -451,7 +548,7 @@ int sl_run_experiment(const sl_run_config *o)
                 ib.n = 0;
                 t0 = sl_now_s();
                 if (!rc)
-                    rc = sl_spec_decode(&o->rule, G, &pt.lm, &pd.lm, ids[p], len[p], N, (int32_t)o->eos, &rr.base, out,
+                    rc = sl_spec_decode(&o->rule, (size_t)gl[j], &pt.lm, &pd.lm, ids[p], len[p], N, (int32_t)o->eos, &rr.base, out,
                                         &n_out, &st, on_iter, &ib);
                 wall = sl_now_s() - t0;
                 for (size_t i = 0; i < ib.n && !rc; i++) rc = sl_log_add_iteration(w, &ib.rec[i], NULL);

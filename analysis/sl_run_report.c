@@ -2,7 +2,9 @@
  * sl_run_report.c: the report of a run log (sl_run.h), computed from the assembled log alone:
  * acceptance with percentile bootstrap CIs over prompts, the measured walltime speedup next to
  * Theorem 3.8 and its generalised form (sim/sl_theory.h), the costs the decode itself paid, and the
- * time split; then the same result rendered as the tables `speclab run` prints.
+ * time split; then the same result rendered as the tables `speclab run` prints. A sweep log holds
+ * several gammas: each is reported on its own against the same baseline decodes, and
+ * sl_run_sweep_file gathers them, with a least-squares line for the cost of an iteration.
  */
 #include "sl_run.h"
 
@@ -15,7 +17,7 @@
 #include "sl_log.h"
 #include "sl_stats.h"
 
-/* Sums over one prompt's two decodes (or over many prompts). */
+/* Sums over one prompt's decodes (or over many prompts). */
 typedef struct {
     double acc, tested, drafted, iters, emitted, kept, draft_s, verify_s, sample_s, wall; /* speculative */
     double ar_tokens, ar_wall;                                                          /* baseline */
@@ -25,6 +27,7 @@ typedef struct {
 /* The estimates of one (re)sample of prompts. */
 typedef struct {
     double acceptance_rate, alpha_hat, tokens_per_iter, speedup, thm38, general, expected, beta_tested;
+    double kept_per_iter, cost_per_iter; /* kept / iterations; (wall / iterations) / baseline seconds per token */
 } point;
 
 /* The estimates over prompts idx[0..n) (idx NULL: prompts 0..n-1). */
@@ -46,6 +49,10 @@ static int point_of(const prompt_acc *pa, const size_t *idx, size_t n, int gamma
     o->tokens_per_iter = s.iters > 0 ? s.emitted / s.iters : NAN;
     /* Time per token, so that sequences stopped early at eos compare fairly. */
     o->speedup = s.kept > 0 && s.ar_tokens > 0 && s.wall > 0 ? (s.ar_wall / s.ar_tokens) / (s.wall / s.kept) : NAN;
+    /* speedup = kept_per_iter / cost_per_iter: the tokens an iteration keeps over what it costs in
+     * baseline tokens. */
+    o->kept_per_iter = s.iters > 0 ? s.kept / s.iters : NAN;
+    o->cost_per_iter = s.iters > 0 && s.ar_tokens > 0 && s.ar_wall > 0 ? (s.wall / s.iters) / (s.ar_wall / s.ar_tokens) : NAN;
     o->thm38 = o->general = o->expected = NAN;
     if (!isnan(o->alpha_hat) && !isnan(c)) {
         int rc = sl_theory_expected_tokens(o->alpha_hat, gamma, &o->expected);
@@ -56,46 +63,115 @@ static int point_of(const prompt_acc *pa, const size_t *idx, size_t n, int gamma
     return SL_OK;
 }
 
-/* Per-prompt sums from the log: sequences 2i and 2i + 1 are prompt i's speculative and baseline
- * decodes. *pa (calloc'd) has *np slots. */
-static int read_prompts(sl_log_reader *r, prompt_acc **pa_out, size_t *np_out)
+/* One sequence of the log as the report sees it. */
+typedef struct {
+    int64_t sequence;
+    long slot;  /* the prompt slot its sums go to; -1: not reported (another gamma) */
+    int gamma;  /* sweep logs: the gamma its iteration rows must carry (0: the baseline) */
+} seq_role;
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+static int cmp_role(const void *a, const void *b) { return cmp_i64(&((const seq_role *)a)->sequence, &((const seq_role *)b)->sequence); }
+
+/* The role of sequence number seq (NULL when the log has no such sequence); hint speeds up rows of
+ * the same sequence in a row. */
+static const seq_role *role_of(const seq_role *roles, size_t ns, int64_t seq, const seq_role **hint)
+{
+    if (*hint && (*hint)->sequence == seq) return *hint;
+    seq_role key = {seq, -1, 0};
+    *hint = bsearch(&key, roles, ns, sizeof *roles, cmp_role);
+    return *hint;
+}
+
+/* Per-prompt sums of the reported gamma from the log. Prompts are paired by prompt_id: a prompt's
+ * slot holds its speculative sequence(s) at gamma and all its baseline sequences; the prompts are
+ * those with a speculative sequence at gamma, in ascending prompt_id. In a sweep log (n_g >= 2,
+ * M = n_g + 1 sequences per prompt) sequence s is speculative at gl[s % M] when s % M < n_g and the
+ * baseline otherwise; in a single-gamma log every speculative sequence is at gamma. *pa (calloc'd)
+ * has *np slots. */
+static int read_prompts(sl_log_reader *r, const char *path, const int *gl, size_t n_g, int gamma, prompt_acc **pa_out,
+                        size_t *np_out)
 {
     sl_log_seq *seqs = NULL;
-    const size_t ns = sl_log_n_sequences(r);
+    const size_t ns = sl_log_n_sequences(r), M = n_g + 1;
+    const int sweep = n_g >= 2;
     prompt_acc *pa = NULL;
-    long *seq_prompt = NULL; /* sequence number -> prompt slot */
-    size_t np = 0, max_seq = 0;
+    seq_role *roles = NULL;  /* (ns) sorted by sequence */
+    int64_t *pid = NULL;     /* (np) the reported prompts' ids, ascending */
+    size_t np = 0;
     sl_log_iter_block b;
     memset(&b, 0, sizeof b);
     sl_log_draft_block db;
     memset(&db, 0, sizeof db);
 
     int rc = sl_log_sequences(r, &seqs);
-    for (size_t i = 0; !rc && i < ns; i++)
-        if ((size_t)seqs[i].sequence > max_seq) max_seq = (size_t)seqs[i].sequence;
+    if (!rc && sweep && ns % M != 0)
+        rc = sl_fail(SL_EINPUT, "%s: %zu sequences is not a multiple of %zu (gammas %s and the baseline per prompt)", path,
+                     ns, M, sl_log_meta_of(r)->gammas);
     if (!rc) {
-        seq_prompt = malloc((max_seq + 1) * sizeof *seq_prompt);
-        pa = calloc(max_seq / 2 + 1, sizeof *pa);
-        if (!seq_prompt || !pa) rc = sl_fail(SL_EFAIL, "out of memory");
+        roles = malloc((ns ? ns : 1) * sizeof *roles);
+        pid = malloc((ns ? ns : 1) * sizeof *pid);
+        if (!roles || !pid) rc = sl_fail(SL_EFAIL, "out of memory");
+    }
+    /* Which gamma each sequence decoded, and the prompts of the reported one. */
+    for (size_t i = 0; !rc && i < ns; i++) {
+        const sl_log_seq *q = &seqs[i];
+        int g = q->mode == 1 ? 0 : gl[0];
+        if (sweep) {
+            const size_t j = (size_t)(q->sequence % (int64_t)M);
+            if (q->sequence < 0 || (q->mode == 1) != (j == n_g)) {
+                rc = sl_fail(SL_EINPUT, "%s: sequence %lld is %s, but a sweep over %s puts %s there", path,
+                             (long long)q->sequence, q->mode == 1 ? "autoregressive" : "speculative",
+                             sl_log_meta_of(r)->gammas, j == n_g ? "the baseline" : "a speculative decode");
+                break;
+            }
+            g = q->mode == 1 ? 0 : gl[j];
+        }
+        roles[i] = (seq_role){q->sequence, -1, g};
+        if (q->mode != 1 && g == gamma) pid[np++] = q->prompt_id;
+    }
+    if (!rc) {
+        qsort(pid, np, sizeof *pid, cmp_i64);
+        size_t u = 0;
+        for (size_t i = 0; i < np; i++)
+            if (u == 0 || pid[u - 1] != pid[i]) pid[u++] = pid[i];
+        np = u;
+        pa = calloc(np ? np : 1, sizeof *pa);
+        if (!pa) rc = sl_fail(SL_EFAIL, "out of memory");
     }
     for (size_t i = 0; !rc && i < ns; i++) {
-        size_t s = (size_t)seqs[i].sequence, p = s / 2;
-        seq_prompt[s] = (long)p;
-        if (p + 1 > np) np = p + 1;
-        if (seqs[i].mode == 1) {
-            pa[p].ar_tokens += (double)seqs[i].n_generated;
-            pa[p].ar_wall += seqs[i].wall_s;
-        } else {
-            pa[p].kept += (double)seqs[i].n_generated;
-            pa[p].wall += seqs[i].wall_s;
+        const sl_log_seq *q = &seqs[i];
+        const int64_t *hit = np ? bsearch(&q->prompt_id, pid, np, sizeof *pid, cmp_i64) : NULL;
+        if (!hit) continue;
+        prompt_acc *p = &pa[hit - pid];
+        if (q->mode == 1) {
+            p->ar_tokens += (double)q->n_generated;
+            p->ar_wall += q->wall_s;
+        } else if (roles[i].gamma == gamma) {
+            roles[i].slot = (long)(hit - pid);
+            p->kept += (double)q->n_generated;
+            p->wall += q->wall_s;
         }
     }
+    if (!rc) qsort(roles, ns, sizeof *roles, cmp_role);
     if (!rc) rc = sl_log_iter_block_alloc(&b, 4096);
+    const seq_role *hint = NULL;
     for (size_t first = 0; !rc; first += b.n) {
         rc = sl_log_read_iterations(r, first, &b);
         if (rc || b.n == 0) break;
-        for (size_t i = 0; i < b.n; i++) {
-            prompt_acc *p = &pa[seq_prompt[b.sequence[i]]];
+        for (size_t i = 0; i < b.n && !rc; i++) {
+            const seq_role *sr = role_of(roles, ns, b.sequence[i], &hint);
+            if (!sr) rc = sl_fail(SL_EINPUT, "%s: /iterations row %zu names sequence %d, which /sequences lacks", path,
+                                  first + i, b.sequence[i]);
+            else if (sweep && b.gamma[i] != sr->gamma)
+                rc = sl_fail(SL_EINPUT, "%s: /iterations row %zu of sequence %d has gamma %d; the sweep over %s puts %d there",
+                             path, first + i, b.sequence[i], b.gamma[i], sl_log_meta_of(r)->gammas, sr->gamma);
+            if (rc || sr->slot < 0) continue;
+            prompt_acc *p = &pa[sr->slot];
             p->acc += b.accepted[i];
             p->tested += b.accepted[i] + (b.accepted[i] < b.gamma[i]); /* the first rejection was tested too */
             p->drafted += b.drafted[i];
@@ -113,14 +189,18 @@ static int read_prompts(sl_log_reader *r, prompt_acc **pa_out, size_t *np_out)
      * alike and can differ (positions after an acceptance are tested more often). */
     if (!rc) rc = sl_log_draft_block_alloc(&db, 4096);
     int prev_acc = 0;
+    hint = NULL;
     for (size_t first = 0; !rc; first += db.n) {
         rc = sl_log_read_drafts(r, first, &db);
         if (rc || db.n == 0) break;
-        for (size_t i = 0; i < db.n; i++) {
+        for (size_t i = 0; i < db.n && !rc; i++) {
             int tested = db.draft_position[i] == 1 || prev_acc;
             prev_acc = db.accepted[i];
-            if (tested && !isnan(db.beta[i])) {
-                prompt_acc *p = &pa[seq_prompt[db.sequence[i]]];
+            const seq_role *sr = role_of(roles, ns, db.sequence[i], &hint);
+            if (!sr) rc = sl_fail(SL_EINPUT, "%s: /drafts row %zu names sequence %d, which /sequences lacks", path,
+                                  first + i, db.sequence[i]);
+            else if (sr->slot >= 0 && tested && !isnan(db.beta[i])) {
+                prompt_acc *p = &pa[sr->slot];
                 p->beta_tested += db.beta[i];
                 p->n_beta_tested += 1;
             }
@@ -129,7 +209,8 @@ static int read_prompts(sl_log_reader *r, prompt_acc **pa_out, size_t *np_out)
     if (db.cap) sl_log_draft_block_free(&db);
     if (b.cap) sl_log_iter_block_free(&b);
     free(seqs);
-    free(seq_prompt);
+    free(roles);
+    free(pid);
     if (rc) {
         free(pa);
         return rc;
@@ -165,7 +246,7 @@ static int read_costs(sl_log_reader *r, sl_run_costs *out, int *has)
 /* Percentile bootstrap over whole prompts (each keeps its speculative and baseline decodes, so the
  * speedup's numerator and denominator move together): the CIs of every estimate of point, and of
  * alpha_hat - beta_tested paired on the same resamples. */
-enum { K_RATE, K_ALPHA, K_TPI, K_SPEED, K_38, K_GEN, K_EXP, K_BETA, K_DIFF, K_N };
+enum { K_RATE, K_ALPHA, K_TPI, K_SPEED, K_38, K_GEN, K_EXP, K_BETA, K_DIFF, K_KPI, K_CPI, K_N }; /* new keys last */
 
 static int bootstrap(const prompt_acc *pa, size_t np, int gamma, double c, const sl_theory_vcost *vc,
                      const sl_run_report_config *cfg, double lo[K_N], double hi[K_N])
@@ -182,8 +263,9 @@ static int bootstrap(const prompt_acc *pa, size_t np, int gamma, double c, const
         for (size_t i = 0; i < np; i++) idx[i] = (size_t)gsl_rng_uniform_int(g, np);
         point q;
         rc = point_of(pa, idx, np, gamma, c, vc, &q);
-        double v[K_N] = {q.acceptance_rate, q.alpha_hat, q.tokens_per_iter, q.speedup,    q.thm38,
-                         q.general,         q.expected,  q.beta_tested,     q.alpha_hat - q.beta_tested};
+        double v[K_N] = {q.acceptance_rate, q.alpha_hat,  q.tokens_per_iter, q.speedup,
+                         q.thm38,           q.general,    q.expected,        q.beta_tested,
+                         q.alpha_hat - q.beta_tested,     q.kept_per_iter,   q.cost_per_iter};
         for (int k = 0; k < K_N; k++) bs[k * boot + j] = v[k];
     }
     if (g) gsl_rng_free(g);
@@ -204,36 +286,60 @@ static int bootstrap(const prompt_acc *pa, size_t np, int gamma, double c, const
 
 static sl_run_estimate est(double value, double lo, double hi) { return (sl_run_estimate){value, lo, hi}; }
 
-int sl_run_report_file(const char *log_path, const sl_run_report_config *cfg, sl_run_report *res)
+/* Opens log_path as a run log and reads its gammas (gl, SL_RUN_MAX_GAMMAS) into *n_g. */
+static int open_run_log(const char *log_path, const sl_run_report_config *cfg, sl_log_reader **r, int *gl, size_t *n_g)
 {
-    memset(res, 0, sizeof *res);
-    sl_run_report_config dflt = SL_RUN_REPORT_CONFIG_DEFAULT;
-    if (!cfg) cfg = &dflt;
+    *r = NULL;
     if (cfg->boot < 0) return sl_fail(SL_EINPUT, "boot: %ld is negative", cfg->boot);
     if (!(cfg->ci > 0 && cfg->ci < 1)) return sl_fail(SL_EINPUT, "ci: %g is outside (0, 1)", cfg->ci);
-    sl_log_reader *r = NULL;
-    int rc = sl_log_open(&r, log_path);
+    int rc = sl_log_open(r, log_path);
     if (rc) return rc;
-    const int gamma = (int)sl_log_meta_of(r)->gamma;
+    const sl_log_meta *m = sl_log_meta_of(*r);
+    if (m->kind != SL_LOG_RUN) rc = sl_fail(SL_EINPUT, "%s: a %s log, not a run log", log_path, sl_log_kind_name(m->kind));
+    else if (!(*n_g = sl_run_log_gammas(m, gl))) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", sl_errmsg());
+        rc = sl_fail(SL_EINPUT, "%s: %s", log_path, msg);
+    }
+    if (rc) {
+        sl_log_close(*r);
+        *r = NULL;
+    }
+    return rc;
+}
+
+/* The report of one gamma of the open log r (gl: its n_g gammas; gamma among them). */
+static int report_of(sl_log_reader *r, const char *log_path, const sl_run_report_config *cfg, const int *gl, size_t n_g,
+                     int gamma, sl_run_report *res)
+{
+    memset(res, 0, sizeof *res);
     prompt_acc *pa = NULL;
     size_t np = 0;
     sl_run_costs costs;
     int have_vc = 0;
     memset(&costs, 0, sizeof costs);
-    rc = read_prompts(r, &pa, &np);
+    int rc = read_prompts(r, log_path, gl, n_g, gamma, &pa, &np);
     if (!rc) rc = read_costs(r, &costs, &have_vc);
-    sl_log_close(r);
     const sl_theory_vcost *vc = have_vc ? &costs.v : NULL;
     const double c = have_vc ? costs.c : NAN;
     point pt;
     double lo[K_N], hi[K_N];
     if (!rc) rc = point_of(pa, NULL, np, gamma, c, vc, &pt);
     if (!rc) rc = bootstrap(pa, np, gamma, c, vc, cfg, lo, hi);
+    if (!rc && !(res->prompt_sums = malloc((np ? np : 1) * sizeof *res->prompt_sums)))
+        rc = sl_fail(SL_EFAIL, "out of memory");
     if (rc) {
         free(pa);
         sl_run_costs_free(&costs);
+        free(res->prompt_sums);
+        res->prompt_sums = NULL;
         return rc;
     }
+    for (size_t i = 0; i < np; i++)
+        res->prompt_sums[i] = (sl_run_prompt_sums){pa[i].iters,  pa[i].kept,      pa[i].wall,   pa[i].draft_s, pa[i].verify_s,
+                                                   pa[i].ar_tokens, pa[i].ar_wall, pa[i].acc, pa[i].tested};
+    res->n_prompt_sums = np;
+    res->threads = (int)sl_log_meta_of(r)->threads;
 
     prompt_acc tot;
     memset(&tot, 0, sizeof tot);
@@ -298,7 +404,46 @@ int sl_run_report_file(const char *log_path, const sl_run_report_config *cfg, sl
     for (int i = 0; i < 6; i++) *parts[i] = (sl_run_time_part){secs[i], i < 5 && tot.wall > 0 ? secs[i] / tot.wall : NAN};
     res->has_costs = have_vc;
     res->costs = costs;
+    res->kept_per_iteration = est(pt.kept_per_iter, lo[K_KPI], hi[K_KPI]);
+    res->cost_per_iteration = est(pt.cost_per_iter, lo[K_CPI], hi[K_CPI]);
+    res->overhead_in_run = tot.iters > 0 ? (tot.wall - tot.draft_s - tot.verify_s) / tot.iters / ar_tok : NAN;
     return SL_OK;
+}
+
+/* gl as "1,2,4". */
+static void list_of(const int *gl, size_t n_g, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < n_g && len < n; i++) len += (size_t)snprintf(buf + len, n - len, "%s%d", i ? "," : "", gl[i]);
+}
+
+int sl_run_report_file(const char *log_path, const sl_run_report_config *cfg, sl_run_report *res)
+{
+    memset(res, 0, sizeof *res);
+    sl_run_report_config dflt = SL_RUN_REPORT_CONFIG_DEFAULT;
+    if (!cfg) cfg = &dflt;
+    sl_log_reader *r = NULL;
+    int gl[SL_RUN_MAX_GAMMAS];
+    size_t n_g = 0;
+    int rc = open_run_log(log_path, cfg, &r, gl, &n_g);
+    if (rc) return rc;
+    char list[256];
+    list_of(gl, n_g, list, sizeof list);
+    int gamma = cfg->gamma;
+    if (gamma == 0 && n_g >= 2)
+        rc = sl_fail(SL_EINPUT, "gamma: %s is a sweep over %s; name one of them", log_path, list);
+    else if (gamma == 0) gamma = gl[0];
+    else {
+        size_t k = 0;
+        while (k < n_g && gl[k] != gamma) k++;
+        if (k == n_g)
+            rc = sl_fail(SL_EINPUT, "gamma: %d is not %s %s (%s)", gamma, n_g >= 2 ? "among the gammas of" : "the gamma of",
+                         log_path, list);
+    }
+    if (!rc) rc = report_of(r, log_path, cfg, gl, n_g, gamma, res);
+    sl_log_close(r);
+    return rc;
 }
 
 void sl_run_report_free(sl_run_report *res)
@@ -306,6 +451,76 @@ void sl_run_report_free(sl_run_report *res)
     if (!res) return;
     sl_run_costs_free(&res->costs);
     res->has_costs = 0;
+    free(res->prompt_sums);
+    res->prompt_sums = NULL;
+    res->n_prompt_sums = 0;
+}
+
+/* ---- a sweep ---- */
+
+/* Least squares y ~ a + b x over n >= 2 points (closed form, centred). */
+static void line_fit(const double *x, const double *y, size_t n, double *a, double *b)
+{
+    double mx = 0, my = 0, sxx = 0, sxy = 0;
+    for (size_t i = 0; i < n; i++) mx += x[i], my += y[i];
+    mx /= (double)n, my /= (double)n;
+    for (size_t i = 0; i < n; i++) sxx += (x[i] - mx) * (x[i] - mx), sxy += (x[i] - mx) * (y[i] - my);
+    *b = sxy / sxx;
+    *a = my - *b * mx;
+}
+
+int sl_run_sweep_file(const char *path, const sl_run_report_config *cfg, sl_run_sweep *out)
+{
+    memset(out, 0, sizeof *out);
+    sl_run_report_config dflt = SL_RUN_REPORT_CONFIG_DEFAULT;
+    if (!cfg) cfg = &dflt;
+    sl_log_reader *r = NULL;
+    int gl[SL_RUN_MAX_GAMMAS];
+    size_t n_g = 0;
+    int rc = open_run_log(path, cfg, &r, gl, &n_g);
+    if (rc) return rc;
+    out->threads = (int)sl_log_meta_of(r)->threads;
+    if (!(out->per_gamma = calloc(n_g, sizeof *out->per_gamma))) rc = sl_fail(SL_EFAIL, "out of memory");
+    for (size_t i = 0; !rc && i < n_g; i++) {
+        rc = report_of(r, path, cfg, gl, n_g, gl[i], &out->per_gamma[i]);
+        if (!rc) out->n = i + 1;
+    }
+    sl_log_close(r);
+    if (rc) {
+        sl_run_sweep_free(out);
+        return rc;
+    }
+    double best = NAN, x[SL_RUN_MAX_GAMMAS], y[SL_RUN_MAX_GAMMAS];
+    int defined = 1;
+    for (size_t i = 0; i < n_g; i++) {
+        const sl_run_report *p = &out->per_gamma[i];
+        if (!isnan(p->speedup.value) && (isnan(best) || p->speedup.value > best)) {
+            best = p->speedup.value;
+            out->best_gamma = p->gamma;
+        }
+        x[i] = p->gamma;
+        y[i] = p->cost_per_iteration.value;
+        defined = defined && isfinite(y[i]) && y[i] > 0;
+    }
+    out->fit_a = out->fit_b = out->fit_max_rel_error = NAN;
+    if (n_g >= 2 && defined) {
+        line_fit(x, y, n_g, &out->fit_a, &out->fit_b);
+        out->fit_max_rel_error = 0;
+        for (size_t i = 0; i < n_g; i++) {
+            const double e = fabs((out->fit_a + out->fit_b * x[i]) / y[i] - 1);
+            if (e > out->fit_max_rel_error) out->fit_max_rel_error = e;
+        }
+    }
+    return SL_OK;
+}
+
+void sl_run_sweep_free(sl_run_sweep *s)
+{
+    if (!s) return;
+    for (size_t i = 0; s->per_gamma && i < s->n; i++) sl_run_report_free(&s->per_gamma[i]);
+    free(s->per_gamma);
+    s->per_gamma = NULL;
+    s->n = 0;
 }
 
 /* ---- rendering ---- */
@@ -397,6 +612,88 @@ static sl_table *costs_table(const sl_run_report *r)
     return t;
 }
 
+/* A value with its CI as three columns: name, name_ci_lo, name_ci_hi. */
+static void set_est(sl_table *t, const char *name, sl_run_estimate e)
+{
+    char col[64];
+    sl_table_setd(t, name, e.value);
+    snprintf(col, sizeof col, "%s_ci_lo", name);
+    sl_table_setd(t, col, e.lo);
+    snprintf(col, sizeof col, "%s_ci_hi", name);
+    sl_table_setd(t, col, e.hi);
+}
+
+static sl_table *sweep_table(const sl_run_sweep *s)
+{
+#define EST_COLS(name) SL_COL_D(name, "%.5g"), SL_COL_D(name "_ci_lo", "%.5g"), SL_COL_D(name "_ci_hi", "%.5g")
+    static const sl_colspec cols[] = {SL_COL_I("gamma"),           SL_COL_I("prompts"),
+                                      SL_COL_D("iterations", "%.0f"), EST_COLS("alpha_hat"),
+                                      EST_COLS("tokens_per_iteration"), EST_COLS("speedup"),
+                                      EST_COLS("cost_per_iteration"), SL_COL_D("c_in_run", "%.5g"),
+                                      SL_COL_D("v_in_run", "%.5g"), SL_COL_D("overhead_in_run", "%.5g"),
+                                      SL_COL_D("predicted_general", "%.5g"), SL_COL_I("best")};
+#undef EST_COLS
+    sl_table *t = SL_TABLE_NEW("sweep", cols);
+    for (size_t i = 0; i < s->n; i++) {
+        const sl_run_report *r = &s->per_gamma[i];
+        sl_table_row(t);
+        sl_table_seti(t, "gamma", r->gamma);
+        sl_table_seti(t, "prompts", (int64_t)r->prompts);
+        sl_table_setd(t, "iterations", r->iterations);
+        set_est(t, "alpha_hat", r->alpha_hat);
+        set_est(t, "tokens_per_iteration", r->kept_per_iteration);
+        set_est(t, "speedup", r->speedup);
+        set_est(t, "cost_per_iteration", r->cost_per_iteration);
+        sl_table_setd(t, "c_in_run", r->c_in_run);
+        sl_table_setd(t, "v_in_run", r->v_in_run);
+        sl_table_setd(t, "overhead_in_run", r->overhead_in_run);
+        sl_table_setd(t, "predicted_general", r->predicted_general.value);
+        sl_table_seti(t, "best", r->gamma == s->best_gamma);
+    }
+    return t;
+}
+
+static sl_table *cost_fit_table(const sl_run_sweep *s)
+{
+    static const sl_colspec cols[] = {SL_COL_D("fit_a", "%.5g"), SL_COL_D("fit_b", "%.5g"),
+                                      SL_COL_D("fit_max_rel_error", "%.4f"), SL_COL_S("note")};
+    sl_table *t = SL_TABLE_NEW("cost_fit", cols);
+    sl_table_row(t);
+    sl_table_setd(t, "fit_a", s->fit_a);
+    sl_table_setd(t, "fit_b", s->fit_b);
+    sl_table_setd(t, "fit_max_rel_error", s->fit_max_rel_error);
+    sl_table_sets(t, "note", "cost per iteration in baseline-token units ~ a + b gamma; least squares over the sweep");
+    return t;
+}
+
+/* Takes the nt tables in t (freed on failure) as the result. */
+static int hand_over(sl_table **t, size_t nt, sl_table ***tables, size_t *n)
+{
+    int rc = SL_OK;
+    for (size_t i = 0; i < nt && !rc; i++) rc = sl_table_status(t[i]);
+    if (rc) {
+        for (size_t i = 0; i < nt; i++) sl_table_free(t[i]);
+        free(t);
+        return rc;
+    }
+    *tables = t;
+    *n = nt;
+    return SL_OK;
+}
+
+int sl_run_sweep_tables(const sl_run_sweep *s, sl_table ***tables, size_t *n)
+{
+    *tables = NULL;
+    *n = 0;
+    if (s->n < 1) return sl_fail(SL_EINPUT, "sweep: no gamma reported");
+    sl_table **t = malloc(3 * sizeof *t);
+    if (!t) return sl_fail(SL_EFAIL, "out of memory");
+    t[0] = sweep_table(s);
+    t[1] = cost_fit_table(s);
+    t[2] = costs_table(&s->per_gamma[0]); /* one calibration per log */
+    return hand_over(t, 3, tables, n);
+}
+
 int sl_run_report_tables(const sl_run_report *res, sl_table ***tables, size_t *n)
 {
     *tables = NULL;
@@ -406,14 +703,5 @@ int sl_run_report_tables(const sl_run_report *res, sl_table ***tables, size_t *n
     t[0] = run_table(res);
     t[1] = time_split_table(res);
     t[2] = costs_table(res);
-    int rc = SL_OK;
-    for (int i = 0; i < 3 && !rc; i++) rc = sl_table_status(t[i]);
-    if (rc) {
-        for (int i = 0; i < 3; i++) sl_table_free(t[i]);
-        free(t);
-        return rc;
-    }
-    *tables = t;
-    *n = 3;
-    return SL_OK;
+    return hand_over(t, 3, tables, n);
 }

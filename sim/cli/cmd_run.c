@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sl_cli.h"
 #include "sl_lm_open.h"
@@ -24,13 +25,62 @@ static const char about[] =
     "prompts, the measured speedup (autoregressive / speculative time per token, CI over prompts)\n"
     "next to Theorem 3.8 (v = 1) and the generalised E[N]/(G c + v(G+1)), and the time split.\n"
     "Crash-safe and resumable like measure logs: a rerun skips finished shards. The seed S\n"
-    "defaults to 1; sequence s draws from (S, stream, s).\n";
+    "defaults to 1; sequence s draws from (S, stream, s).\n"
+    "\n"
+    "A sweep (--gamma 1,2,4 or 1:4, or both: 1:4,6,8) decodes each prompt speculatively at every\n"
+    "gamma of the list and then autoregressively, back to back: the decodes of each prompt are\n"
+    "interleaved, so drift of the machine hits every gamma alike, and the costs each gamma pays are\n"
+    "measured at that gamma in the same run (c and v(n) are calibrated once, at the largest gamma).\n"
+    "It prints a row per gamma (acceptance, tokens kept per iteration, speedup, the cost of an\n"
+    "iteration in baseline tokens, all with CIs over prompts; the in-run costs; the prediction;\n"
+    "the best gamma), a least-squares line for that cost in gamma, and the calibration.\n";
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
+/* The --gamma list, ascending. */
+typedef struct {
+    int g[SL_RUN_MAX_GAMMAS];
+    size_t n;
+} gamma_list;
+
+/* "4", "1,2,4", "1:4" or "1:4,6,8": items separated by commas, each G or an inclusive range A:B;
+ * together strictly ascending, each in 1..SL_SPEC_GAMMA_MAX, at most SL_RUN_MAX_GAMMAS. */
+static int parse_gammas(const char *flag, const char *arg, void *dst)
+{
+    gamma_list *l = dst;
+    l->n = 0;
+    for (const char *s = arg;;) {
+        const char *comma = strchr(s, ',');
+        const size_t len = comma ? (size_t)(comma - s) : strlen(s);
+        char item[64], *colon;
+        if (len == 0 || len >= sizeof item)
+            return sl_fail(SL_EINPUT, "%s: '%s' is not a list like 4, 1,2,4, 1:4 or 1:4,6,8", flag, arg);
+        memcpy(item, s, len);
+        item[len] = 0;
+        if ((colon = strchr(item, ':'))) *colon = 0;
+        long a, b;
+        int rc = sl_cli_long_in(flag, item, 1, SL_SPEC_GAMMA_MAX, &a);
+        if (rc) return rc;
+        b = a;
+        if (colon && (rc = sl_cli_long_in(flag, colon + 1, 1, SL_SPEC_GAMMA_MAX, &b))) return rc;
+        if (b < a) return sl_fail(SL_EINPUT, "%s: the range %ld:%ld in '%s' runs backwards", flag, a, b, arg);
+        for (long g = a; g <= b; g++) {
+            if (l->n > 0 && g <= l->g[l->n - 1])
+                return sl_fail(SL_EINPUT, "%s: '%s' is not strictly ascending (%ld after %d)", flag, arg, g,
+                               l->g[l->n - 1]);
+            if (l->n == SL_RUN_MAX_GAMMAS)
+                return sl_fail(SL_EINPUT, "%s: '%s' has more than %d gammas", flag, arg, SL_RUN_MAX_GAMMAS);
+            l->g[l->n++] = (int)g;
+        }
+        if (!comma) return SL_OK;
+        s = comma + 1;
+    }
+}
+
 typedef struct {
     const char *target, *draft, *tokenizer;
+    gamma_list gammas;
     sl_run_config run;
     sl_run_report_config report;
     sl_format fmt;
@@ -43,7 +93,7 @@ static void declare(sl_cli *c, run_opts *o)
     sl_run_config *r = &o->run;
     sl_run_config_init(r);
     o->report = SL_RUN_REPORT_CONFIG_DEFAULT;
-    sl_cli_init(c, "run", "--target T --draft D --prompts FILE --tokens N --gamma G --out RUN.h5 [options]", about);
+    sl_cli_init(c, "run", "--target T --draft D --prompts FILE --tokens N --gamma LIST --out RUN.h5 [options]", about);
     sl_cli_string(c, "target", "T", &o->target, "target model file");
     c->opt[c->n - 1].flags |= SL_OPT_REQUIRED;
     sl_cli_string(c, "draft", "D", &o->draft, "draft: any model spec (file, n-gram, lookup:N)");
@@ -54,7 +104,9 @@ static void declare(sl_cli *c, run_opts *o)
     sl_cli_string(c, "tokenizer", "F", &o->tokenizer, "tokenizer file instead of the target's embedded one");
     sl_cli_size(c, "tokens", "N", &r->tokens, 1, (size_t)1 << 24, "tokens generated per prompt, both modes");
     c->opt[c->n - 1].flags |= SL_OPT_REQUIRED;
-    sl_cli_int(c, "gamma", "G", &r->gamma, 1, SL_SPEC_GAMMA_MAX, "drafts per iteration, 1.." STR(SL_SPEC_GAMMA_MAX));
+    sl_cli_custom(c, "gamma", "LIST", &o->gammas, parse_gammas,
+                  "drafts per iteration, 1.." STR(SL_SPEC_GAMMA_MAX) "; a list (1,2,4 or 1:4,6) is a sweep of "
+                  "at most " STR(SL_RUN_MAX_GAMMAS) " gammas, each prompt's decodes interleaved");
     c->opt[c->n - 1].flags |= SL_OPT_REQUIRED;
     sl_cli_size(c, "max-prompts", "K", &r->max_prompts, 1, (size_t)1 << 30, "use the first K prompts only (default: all)");
     sl_cli_group_sampling(c, &r->sampling);
@@ -66,7 +118,7 @@ static void declare(sl_cli *c, run_opts *o)
                 "timed repetitions per cost point after 3 warm-ups (default 15)");
     sl_cli_size(c, "cost-context", "L", &r->cost_context, 1, (size_t)1 << 24,
                 "context length of the cost measurement (default: median prompt + N/2)");
-    sl_cli_size(c, "v-max", "M", &r->v_max, 2, 1024, "largest n of v(n) (default max(16, G+1))");
+    sl_cli_size(c, "v-max", "M", &r->v_max, 2, 1024, "largest n of v(n) (default max(16, G+1), G the largest gamma)");
     sl_cli_long(c, "boot", "B", &o->report.boot, 0, 10000000, "bootstrap resamples over prompts (default 2000)");
     sl_cli_dbl(c, "ci", "L", &o->report.ci, 0, 1, SL_OPT_LO_OPEN | SL_OPT_HI_OPEN, "CI level (default 0.95)");
     sl_cli_size(c, "shard-prompts", "S", &r->shard_prompts, 1, (size_t)1 << 20, "prompts per log shard (default 4)");
@@ -78,19 +130,26 @@ static void declare(sl_cli *c, run_opts *o)
     sl_cli_group_quiet(c, &o->quiet);
 }
 
-/* The report of the log at path, printed in fmt. */
-static int print_report(const char *path, const sl_run_report_config *cfg, sl_format fmt)
+/* The report of the log at path, printed in fmt: one gamma's tables, or a sweep's. */
+static int print_report(const char *path, const sl_run_report_config *cfg, int sweep, sl_format fmt)
 {
-    sl_run_report res;
     sl_table **t = NULL;
     size_t n = 0;
-    int rc = sl_run_report_file(path, cfg, &res);
-    if (rc) return rc;
-    rc = sl_run_report_tables(&res, &t, &n);
+    int rc;
+    if (sweep) {
+        sl_run_sweep sw;
+        if ((rc = sl_run_sweep_file(path, cfg, &sw))) return rc;
+        rc = sl_run_sweep_tables(&sw, &t, &n);
+        sl_run_sweep_free(&sw);
+    } else {
+        sl_run_report res;
+        if ((rc = sl_run_report_file(path, cfg, &res))) return rc;
+        rc = sl_run_report_tables(&res, &t, &n);
+        sl_run_report_free(&res);
+    }
     if (!rc) rc = sl_report_write(t, n, stdout, fmt);
     for (size_t i = 0; i < n; i++) sl_table_free(t[i]);
     free(t);
-    sl_run_report_free(&res);
     return rc;
 }
 
@@ -106,6 +165,12 @@ int sl_cmd_run(int argc, char **argv)
     r->target_path = o.target;
     r->draft_spec = o.draft;
     o.report.seed = r->seed;
+    const int sweep = o.gammas.n >= 2;
+    r->gamma = o.gammas.g[0];
+    if (sweep) {
+        r->gammas = o.gammas.g;
+        r->n_gammas = o.gammas.n;
+    }
     if ((rc = sl_run_config_validate(r))) return rc;
 
     sl_model *mt = NULL;
@@ -128,7 +193,7 @@ int sl_cmd_run(int argc, char **argv)
     r->progress_ctx = &pg;
     rc = sl_run_experiment(r);
     sl_cli_progress_end(&pg);
-    if (!rc) rc = print_report(r->out, &o.report, o.fmt);
+    if (!rc) rc = print_report(r->out, &o.report, sweep, o.fmt);
 done:
     if (tok) sl_tok_free(tok);
     sl_lm_close(hd);
