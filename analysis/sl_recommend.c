@@ -2,6 +2,7 @@
 #include "sl_recommend.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -310,21 +310,27 @@ Test(analyze, recommend_result_against_analyze)
     sl_analyze_result a;
     cr_assert_eq(sl_analyze_file(path, &o, &a), SL_OK, "%s", sl_errmsg());
     cr_assert_eq(res.method, SL_RECOMMEND_REPLAY);
-    cr_assert_eq(res.alpha, a.alpha);
+    cr_assert(fabs(res.alpha - a.alpha) < 0.05, "mean min(1, q/p) %g estimates mean beta %g", res.alpha, a.alpha);
     cr_assert_eq(res.c, 0.05);
     cr_assert_str_eq(res.c_source, "--c");
-    /* The chosen gamma maximises the replayed factor E[N] / (gamma c + v(gamma + 1)), by brute force. */
+    cr_assert_str_eq(res.basis, "predicted");
+    /* The chosen gamma maximises the sequential replay's tokens per iteration / (gamma c + v(gamma + 1)),
+     * by brute force over analyze's numbers (the same replay, read once more). */
     int best = 0;
     double fbest = 1;
     for (int g = 1; g <= 12; g++) {
-        double f = a.en_replay[g - 1] / (g * 0.05 + 1 + 0.02 * g);
+        double f = a.en_seq[g - 1] / (g * 0.05 + 1 + 0.02 * g);
+        cr_assert(fabs(res.per[g - 1].predicted - f) <= 1e-12 * f, "gamma %d: %.17g vs %.17g", g, res.per[g - 1].predicted, f);
         if (f > fbest * (1 + 1e-12)) best = g, fbest = f;
     }
+    cr_assert_eq(a.opt_seq[0], best);
     cr_assert(best > 0, "the pair should gain from drafting (alpha %g)", a.alpha);
     cr_assert_eq(res.gamma, best);
     cr_assert(fabs(res.speedup - fbest) < 1e-12 * fbest, "%.17g vs %.17g", res.speedup, fbest);
-    cr_assert_eq(res.speedup_lo, a.sp_lo[best - 1]);
-    cr_assert_eq(res.speedup_hi, a.sp_hi[best - 1]);
+    /* The same bootstrap resamples (seed, SL_STREAM_BOOT, b) as analyze's CI of tokens per iteration. */
+    double den = best * 0.05 + 1 + 0.02 * best;
+    cr_assert(fabs(res.speedup_lo - a.en_seq_lo[best - 1] / den) < 1e-12);
+    cr_assert(fabs(res.speedup_hi - a.en_seq_hi[best - 1] / den) < 1e-12);
     cr_assert(res.speedup_lo <= res.speedup && res.speedup <= res.speedup_hi);
     /* Candidates: ascending, distinct, gamma 0 first, the chosen one among them. */
     cr_assert(res.n_cand >= 2);
@@ -336,14 +342,22 @@ Test(analyze, recommend_result_against_analyze)
         cr_assert(res.cand[i].p50 <= res.cand[i].p90 && res.cand[i].p90 <= res.cand[i].p99);
     }
     cr_assert(found);
-    /* gamma 0 is plain decoding: exactly one target step per token. */
-    cr_assert_eq(res.cand[0].p50, 128);
-    cr_assert_eq(res.cand[0].mean, 128);
+    /* gamma 0 is plain decoding: exactly one target step per token (the answer defaults to the
+     * log's 60 tokens per sequence); every mean is answer / expected speedup, so the latency table
+     * agrees with the pick. */
+    cr_assert_eq(res.cand[0].p50, 60);
+    cr_assert_eq(res.cand[0].mean, 60);
+    for (size_t i = 1; i < res.n_cand; i++) {
+        const sl_recommend_gamma *x = &res.per[res.cand[i].gamma - 1];
+        cr_assert(fabs(res.cand[i].mean - 60 / x->predicted) < 1e-9);
+    }
+    for (size_t i = 0; i < res.n_cand; i++) /* the pick has the smallest mean latency */
+        cr_assert(res.cand[i].mean >= 60 / res.speedup - 1e-9);
 
     sl_table **ts;
     size_t n;
     cr_assert_eq(sl_recommend_report(&res, &ts, &n), SL_OK);
-    cr_assert_eq(n, 2);
+    cr_assert_eq(n, 4); /* recommendation, per_gamma, latency, notes */
     sl_table *t = sl_report_find(ts, n, "recommendation"), *l = sl_report_find(ts, n, "latency");
     cr_assert(t && l);
     double x;
