@@ -416,7 +416,8 @@ static int read_info(const char *path, const char *nb_dir, log_info *li)
         size_t len = (size_t)seqs[s].n_prompt_tokens;
         if (s == 0) li->prompt_len = len;
         else if (len != li->prompt_len) li->prompt_len = 0;
-        li->n_prompts += li->meta.kind == SL_LOG_MEASURE || seqs[s].mode == 0;
+        /* A run log holds one baseline decode per prompt, and one speculative decode per gamma. */
+        li->n_prompts += li->meta.kind == SL_LOG_MEASURE || seqs[s].mode == 1;
     }
     free(seqs);
     sl_log_close(r);
@@ -500,6 +501,15 @@ static void sampling_args(FILE *f, const sl_log_meta *m)
     arg(f, "--seed", "%llu", (unsigned long long)m->seed);
 }
 
+/* Sequences per prompt of a run log: one per gamma of its list (gammas "1,2,4") or the one
+ * gamma, plus the autoregressive baseline. */
+static size_t run_sequences_per_prompt(const sl_log_meta *m)
+{
+    size_t k = 2; /* n commas: n + 1 gammas */
+    for (const char *c = m->gammas; *c; c++) k += *c == ',';
+    return k;
+}
+
 int sl_notebook_command(const sl_log_meta *m, size_t n_sequences, size_t prompt_len, const char *out_name, char *buf,
                         size_t n)
 {
@@ -532,8 +542,9 @@ int sl_notebook_command(const sl_log_meta *m, size_t n_sequences, size_t prompt_
         arg(f, "--target", "%s", m->target_name);
         arg(f, "--draft", "%s", m->draft_name);
         arg(f, "--prompts", "%s", prompts ? prompts : "PROMPTS.txt");
-        arg(f, "--max-prompts", "%zu", n_sequences / 2);
-        arg(f, "--gamma", "%llu", (unsigned long long)m->gamma);
+        arg(f, "--max-prompts", "%zu", n_sequences / run_sequences_per_prompt(m));
+        if (m->gammas[0]) arg(f, "--gamma", "%s", m->gammas);
+        else arg(f, "--gamma", "%llu", (unsigned long long)m->gamma);
         arg(f, "--rule", "%s", m->rule);
         if (strncmp(m->rule, "lenient", 7) == 0) arg(f, "--lenience", "%s", shortest(m->lenience, num, sizeof num));
     }
@@ -543,7 +554,7 @@ int sl_notebook_command(const sl_log_meta *m, size_t n_sequences, size_t prompt_
         arg(f, "--dist", "%s", sl_log_dist_name(m->dist));
         arg(f, "--shard-sequences", "%llu", (unsigned long long)m->shard_sequences);
     } else {
-        arg(f, "--shard-prompts", "%llu", (unsigned long long)(m->shard_sequences / 2));
+        arg(f, "--shard-prompts", "%llu", (unsigned long long)(m->shard_sequences / run_sequences_per_prompt(m)));
     }
     arg(f, "--out", "%s", out_name);
     fclose(f);
