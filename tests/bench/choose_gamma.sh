@@ -9,12 +9,12 @@
 # Targets (ratios within one invocation): the recommended gamma's measured speedup in pass B is
 # within 3% of the best gamma's in pass B, and the prediction is within 5% of pass B's measurement.
 # Also printed: the gamma `recommend B.h5` (the run log alone) picks, for "one answer".
-# Writes the table to --out FILE (CSV; default: a temporary file) and, with --readme, puts it into
-# README.md between the choose_gamma markers.
+# Writes the table to --out FILE (default analysis/choose_gamma.csv) and, with --readme, puts it
+# into README.md between the choose_gamma markers.
 set -u
 cd "$(dirname "$0")/../.."
 S=${SPECLAB:-build/speclab}
-OUT="" README=0 N=128 NP=24 GAMMAS=1,2,3,4,6,8
+OUT=analysis/choose_gamma.csv README=0 N=128 NP=24 GAMMAS=1,2,3,4,6,8
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
@@ -25,7 +25,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-[ -n "$OUT" ] || OUT=$T/choose_gamma.csv
 head -n "$NP" data/prompts/code.txt > "$T/p.txt"
 F=models/family
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
@@ -93,18 +92,7 @@ for name, g, best, loss, err, ok1, ok2, gB, gA in verdict:
 print(f"table: {out}")
 PY
 if [ "$README" = 1 ]; then
-  /usr/bin/python3 - "$OUT" <<'PY'
-import csv, re, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-cols = ["pair", "gamma", "tokens_per_iteration_replay", "tokens_per_iteration_observed", "predicted_speedup",
-        "measured_speedup_B", "measured_ci_lo_B", "measured_ci_hi_B", "prediction_error_vs_B", "recommended"]
-md = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
-md += "".join("| " + " | ".join(r[c] for c in cols) + " |\n" for r in rows)
-s = open("README.md").read()
-s2 = re.sub(r"(<!-- choose_gamma.csv begin -->\n).*?(<!-- choose_gamma.csv end -->)", lambda m: m.group(1) + md + m.group(2), s, flags=re.S)
-if s2 == s and "<!-- choose_gamma.csv begin -->" not in s:
-    sys.exit("README.md has no choose_gamma markers")
-open("README.md", "w").write(s2)
-print("README.md: table updated")
-PY
+  /usr/bin/python3 analysis/readme_table.py "$OUT" choose_gamma.csv pair gamma tokens_per_iteration_replay \
+    tokens_per_iteration_observed predicted_speedup measured_speedup_B measured_ci_lo_B measured_ci_hi_B \
+    prediction_error_vs_B recommended
 fi

@@ -14,6 +14,8 @@ import h5py
 import numpy as np
 
 S = os.environ.get("SPECLAB", "build/speclab")
+# One thread: counts do not depend on it, and OpenMP spinning on a busy 2-core machine is slow.
+os.environ["OMP_NUM_THREADS"] = "1"
 fail = 0
 
 
