@@ -262,7 +262,8 @@ int sl_run_config_validate(const sl_run_config *c)
     if (c->tokens < 1) return sl_fail(SL_EINPUT, "tokens: %zu is not >= 1", c->tokens);
     if (c->n_gammas > 0 || c->gammas) {
         if (!c->gammas || c->n_gammas < 1)
-            return sl_fail(SL_EINPUT, "gammas: %zu gammas given %s a list", c->n_gammas, c->gammas ? "with" : "without");
+            return sl_fail(SL_EINPUT, "gammas: %zu gammas given %s a list", c->n_gammas,
+                           c->gammas ? "with" : "without");
         if (c->n_gammas > SL_RUN_MAX_GAMMAS)
             return sl_fail(SL_EINPUT, "gammas: %zu gammas, more than the %d a sweep takes", c->n_gammas,
                            SL_RUN_MAX_GAMMAS);
@@ -548,8 +549,8 @@ int sl_run_experiment(const sl_run_config *o)
                 ib.n = 0;
                 t0 = sl_now_s();
                 if (!rc)
-                    rc = sl_spec_decode(&o->rule, (size_t)gl[j], &pt.lm, &pd.lm, ids[p], len[p], N, (int32_t)o->eos, &rr.base, out,
-                                        &n_out, &st, on_iter, &ib);
+                    rc = sl_spec_decode(&o->rule, (size_t)gl[j], &pt.lm, &pd.lm, ids[p], len[p], N, (int32_t)o->eos,
+                                        &rr.base, out, &n_out, &st, on_iter, &ib);
                 wall = sl_now_s() - t0;
                 for (size_t i = 0; i < ib.n && !rc; i++) rc = sl_log_add_iteration(w, &ib.rec[i], NULL);
             } else {

@@ -52,7 +52,8 @@ static int point_of(const prompt_acc *pa, const size_t *idx, size_t n, int gamma
     /* speedup = kept_per_iter / cost_per_iter: the tokens an iteration keeps over what it costs in
      * baseline tokens. */
     o->kept_per_iter = s.iters > 0 ? s.kept / s.iters : NAN;
-    o->cost_per_iter = s.iters > 0 && s.ar_tokens > 0 && s.ar_wall > 0 ? (s.wall / s.iters) / (s.ar_wall / s.ar_tokens) : NAN;
+    o->cost_per_iter =
+        s.iters > 0 && s.ar_tokens > 0 && s.ar_wall > 0 ? (s.wall / s.iters) / (s.ar_wall / s.ar_tokens) : NAN;
     o->thm38 = o->general = o->expected = NAN;
     if (!isnan(o->alpha_hat) && !isnan(c)) {
         int rc = sl_theory_expected_tokens(o->alpha_hat, gamma, &o->expected);
@@ -75,7 +76,10 @@ static int cmp_i64(const void *a, const void *b)
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
 }
-static int cmp_role(const void *a, const void *b) { return cmp_i64(&((const seq_role *)a)->sequence, &((const seq_role *)b)->sequence); }
+static int cmp_role(const void *a, const void *b)
+{
+    return cmp_i64(&((const seq_role *)a)->sequence, &((const seq_role *)b)->sequence);
+}
 
 /* The role of sequence number seq (NULL when the log has no such sequence); hint speeds up rows of
  * the same sequence in a row. */
@@ -110,8 +114,8 @@ static int read_prompts(sl_log_reader *r, const char *path, const int *gl, size_
 
     int rc = sl_log_sequences(r, &seqs);
     if (!rc && sweep && ns % M != 0)
-        rc = sl_fail(SL_EINPUT, "%s: %zu sequences is not a multiple of %zu (gammas %s and the baseline per prompt)", path,
-                     ns, M, sl_log_meta_of(r)->gammas);
+        rc = sl_fail(SL_EINPUT, "%s: %zu sequences is not a multiple of %zu (gammas %s and the baseline per prompt)",
+                     path, ns, M, sl_log_meta_of(r)->gammas);
     if (!rc) {
         roles = malloc((ns ? ns : 1) * sizeof *roles);
         pid = malloc((ns ? ns : 1) * sizeof *pid);
@@ -168,8 +172,9 @@ static int read_prompts(sl_log_reader *r, const char *path, const int *gl, size_
             if (!sr) rc = sl_fail(SL_EINPUT, "%s: /iterations row %zu names sequence %d, which /sequences lacks", path,
                                   first + i, b.sequence[i]);
             else if (sweep && b.gamma[i] != sr->gamma)
-                rc = sl_fail(SL_EINPUT, "%s: /iterations row %zu of sequence %d has gamma %d; the sweep over %s puts %d there",
-                             path, first + i, b.sequence[i], b.gamma[i], sl_log_meta_of(r)->gammas, sr->gamma);
+                rc = sl_fail(SL_EINPUT,
+                             "%s: /iterations row %zu of sequence %d has gamma %d; the sweep over %s puts %d there", path,
+                             first + i, b.sequence[i], b.gamma[i], sl_log_meta_of(r)->gammas, sr->gamma);
             if (rc || sr->slot < 0) continue;
             prompt_acc *p = &pa[sr->slot];
             p->acc += b.accepted[i];
@@ -295,7 +300,8 @@ static int open_run_log(const char *log_path, const sl_run_report_config *cfg, s
     int rc = sl_log_open(r, log_path);
     if (rc) return rc;
     const sl_log_meta *m = sl_log_meta_of(*r);
-    if (m->kind != SL_LOG_RUN) rc = sl_fail(SL_EINPUT, "%s: a %s log, not a run log", log_path, sl_log_kind_name(m->kind));
+    if (m->kind != SL_LOG_RUN)
+        rc = sl_fail(SL_EINPUT, "%s: a %s log, not a run log", log_path, sl_log_kind_name(m->kind));
     else if (!(*n_g = sl_run_log_gammas(m, gl))) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", sl_errmsg());
@@ -336,8 +342,9 @@ static int report_of(sl_log_reader *r, const char *log_path, const sl_run_report
         return rc;
     }
     for (size_t i = 0; i < np; i++)
-        res->prompt_sums[i] = (sl_run_prompt_sums){pa[i].iters,  pa[i].kept,      pa[i].wall,   pa[i].draft_s, pa[i].verify_s,
-                                                   pa[i].ar_tokens, pa[i].ar_wall, pa[i].acc, pa[i].tested};
+        res->prompt_sums[i] = (sl_run_prompt_sums){pa[i].iters,    pa[i].kept,      pa[i].wall,
+                                                   pa[i].draft_s,  pa[i].verify_s,  pa[i].ar_tokens,
+                                                   pa[i].ar_wall,  pa[i].acc,       pa[i].tested};
     res->n_prompt_sums = np;
     res->threads = (int)sl_log_meta_of(r)->threads;
 
@@ -415,7 +422,8 @@ static void list_of(const int *gl, size_t n_g, char *buf, size_t n)
 {
     size_t len = 0;
     buf[0] = 0;
-    for (size_t i = 0; i < n_g && len < n; i++) len += (size_t)snprintf(buf + len, n - len, "%s%d", i ? "," : "", gl[i]);
+    for (size_t i = 0; i < n_g && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%d", i ? "," : "", gl[i]);
 }
 
 int sl_run_report_file(const char *log_path, const sl_run_report_config *cfg, sl_run_report *res)
@@ -438,8 +446,8 @@ int sl_run_report_file(const char *log_path, const sl_run_report_config *cfg, sl
         size_t k = 0;
         while (k < n_g && gl[k] != gamma) k++;
         if (k == n_g)
-            rc = sl_fail(SL_EINPUT, "gamma: %d is not %s %s (%s)", gamma, n_g >= 2 ? "among the gammas of" : "the gamma of",
-                         log_path, list);
+            rc = sl_fail(SL_EINPUT, "gamma: %d is not %s %s (%s)", gamma,
+                         n_g >= 2 ? "among the gammas of" : "the gamma of", log_path, list);
     }
     if (!rc) rc = report_of(r, log_path, cfg, gl, n_g, gamma, res);
     sl_log_close(r);

@@ -454,7 +454,8 @@ Test(run, sweep_of_a_synthetic_log)
         cr_assert(RNEAR(q->alpha_hat.value, acc / tested));
         cr_assert(RNEAR(q->kept_per_iteration.value, kept / it));
         y[j] = (wall / it) / (ar_w / ar_t);
-        cr_assert(RNEAR(q->cost_per_iteration.value, y[j]), "gamma %d: %.17g vs %.17g", g, q->cost_per_iteration.value, y[j]);
+        cr_assert(RNEAR(q->cost_per_iteration.value, y[j]), "gamma %d: %.17g vs %.17g", g, q->cost_per_iteration.value,
+                  y[j]);
         /* The speedup splits into tokens kept per iteration over the iteration's cost. */
         cr_assert(RNEAR(q->speedup.value, q->kept_per_iteration.value / q->cost_per_iteration.value));
         cr_assert(RNEAR(q->overhead_in_run, (1e-4 + 1e-3) / (ar_w / ar_t)));
@@ -480,7 +481,8 @@ Test(run, sweep_of_a_synthetic_log)
     /* One gamma through sl_run_report_file equals the sweep's, CIs included (same seed). */
     rc.gamma = 2;
     cr_assert_eq(sl_run_report_file(path, &rc, &r), SL_OK, "%s", sl_errmsg());
-    cr_assert(r.speedup.lo == sw.per_gamma[1].speedup.lo && r.cost_per_iteration.hi == sw.per_gamma[1].cost_per_iteration.hi);
+    cr_assert(r.speedup.lo == sw.per_gamma[1].speedup.lo &&
+              r.cost_per_iteration.hi == sw.per_gamma[1].cost_per_iteration.hi);
     sl_run_report_free(&r);
 
     sl_table **t;
@@ -653,7 +655,8 @@ Test(run, sweep_experiment_matches_single_runs)
     snprintf(pp, sizeof pp, "%s/p.txt", tmpdir);
     for (int k = 0; k < 4; k++) snprintf(out[k], sizeof out[k], "%s/run%d.h5", tmpdir, k);
     /* A random target drafted for by prompt lookup: greedy, the target falls into loops the lookup
-     * draft partly predicts (alpha about 0.2 with init std 1), so drafts are accepted and rejected and the counts depend on gamma. */
+     * draft partly predicts (alpha about 0.2 with init std 1), so drafts are accepted and rejected
+     * and the counts depend on gamma. */
     sl_model_config mc;
     const char *cfg = "{\"vocab_size\":4096,\"n_layer\":1,\"n_head\":4,\"d_model\":32,\"d_ff\":128,\"max_seq_len\":256}";
     cr_assert_eq(sl_model_config_parse(cfg, SL_ARCH_GPT2, "test", &mc), SL_OK, "%s", sl_errmsg());
@@ -729,8 +732,8 @@ Test(run, sweep_experiment_matches_single_runs)
         sl_run_report_free(&r);
     }
     for (int k = 0; k < 3; k++) /* neither all nor no drafts accepted: the comparison has teeth */
-        cr_assert(sw.per_gamma[k].accepted > 0 && sw.per_gamma[k].accepted < sw.per_gamma[k].tested, "gamma %d: %g of %g",
-                  k + 1, sw.per_gamma[k].accepted, sw.per_gamma[k].tested);
+        cr_assert(sw.per_gamma[k].accepted > 0 && sw.per_gamma[k].accepted < sw.per_gamma[k].tested,
+                  "gamma %d: %g of %g", k + 1, sw.per_gamma[k].accepted, sw.per_gamma[k].tested);
     cr_assert(sw.per_gamma[0].iterations != sw.per_gamma[2].iterations);
     cr_assert(isfinite(sw.fit_a) && isfinite(sw.fit_b));
     sl_run_sweep_free(&sw);
