@@ -802,6 +802,15 @@ static int analyze_run(sl_log_reader *r, const sl_analyze_opts *o, sl_analyze_re
         }
         res->spec_tokens_per_s = wall[0] > 0 ? tok[0] / wall[0] : NAN;
         res->base_tokens_per_s = wall[1] > 0 ? tok[1] / wall[1] : NAN;
+        if (sl_log_meta_of(r)->gammas[0]) { /* a sweep: speculative decodes at several gammas */
+            char buf[256];
+            snprintf(buf, sizeof buf,
+                     "a sweep over gamma %.60s: acceptance pools every gamma; the speedup of each gamma is in `speclab "
+                     "run`'s sweep table and in `speclab recommend`",
+                     sl_log_meta_of(r)->gammas);
+            note(res, buf);
+            res->spec_tokens_per_s = NAN;
+        }
         for (size_t k = 0; k < G; k++) {
             res->obs_uncond[k] = res->obs_offered[k] ? (double)res->obs_accepted[k] / (double)res->obs_offered[k] : NAN;
             res->obs_cond[k] = res->obs_reached[k] ? (double)res->obs_accepted[k] / (double)res->obs_reached[k] : NAN;

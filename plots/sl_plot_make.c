@@ -13,6 +13,7 @@
 
 #include "sl_analyze.h"
 #include "sl_common.h"
+#include "sl_log.h"
 #include "sl_run.h"
 #include "sl_verify.h"
 
@@ -213,6 +214,7 @@ static int make_qq(const sl_plot_request *rq, sl_plot_figure *out)
     return rc;
 }
 
+/* One report per run log, or per gamma of a sweep log (labelled "NAME gamma=G"). */
 static int make_runs(const sl_plot_request *rq, run_fn build, const char *const *paths, const char *const *names,
                      size_t n, sl_plot_figure *out)
 {
@@ -220,15 +222,41 @@ static int make_runs(const sl_plot_request *rq, run_fn build, const char *const 
     if (rq->boot) cfg.boot = (long)rq->boot;
     cfg.ci = rq->ci;
     cfg.seed = rq->seed;
-    sl_run_report *rep = sl_calloc(n, sizeof *rep);
-    if (!rep) return SL_EFAIL;
+    const size_t cap = n * SL_RUN_MAX_GAMMAS;
+    sl_run_report *rep = sl_calloc(cap, sizeof *rep);
+    char **lab = sl_calloc(cap, sizeof *lab);
+    if (!rep || !lab) {
+        free(rep);
+        free(lab);
+        return SL_EFAIL;
+    }
     size_t done = 0;
     int rc = SL_OK;
-    for (; done < n && !rc; done++) rc = sl_run_report_file(paths[done], &cfg, &rep[done]);
-    if (rc) done--; /* the failed one holds nothing */
-    if (!rc) rc = build(rep, names, n, out);
+    for (size_t i = 0; i < n && !rc; i++) {
+        int gam[SL_RUN_MAX_GAMMAS];
+        size_t ng = 1;
+        sl_log_reader *r = NULL;
+        rc = sl_log_open(&r, paths[i]);
+        if (!rc && sl_log_meta_of(r)->kind == SL_LOG_RUN && sl_log_meta_of(r)->gammas[0]) {
+            ng = sl_run_log_gammas(sl_log_meta_of(r), gam);
+            if (ng == 0) rc = SL_EINPUT;
+        } else ng = 1, gam[0] = 0;
+        if (r) sl_log_close(r);
+        for (size_t k = 0; k < ng && !rc; k++) {
+            cfg.gamma = gam[k];
+            size_t len = strlen(names[i]) + 32;
+            if (!(lab[done] = sl_malloc(len))) rc = SL_EFAIL;
+            else if (ng > 1) snprintf(lab[done], len, "%s gamma=%d", names[i], gam[k]);
+            else snprintf(lab[done], len, "%s", names[i]);
+            if (!rc) rc = sl_run_report_file(paths[i], &cfg, &rep[done]);
+            if (!rc) done++;
+        }
+    }
+    if (!rc) rc = build(rep, (const char *const *)lab, done, out);
     for (size_t i = 0; i < done; i++) sl_run_report_free(&rep[i]);
+    for (size_t i = 0; i < cap; i++) free(lab[i]);
     free(rep);
+    free(lab);
     return rc;
 }
 
