@@ -5,6 +5,7 @@
  * H5Dread. float16 is widened to float32 by the same conversion on both paths.
  */
 #include <fcntl.h>
+#include <math.h>
 #include <hdf5.h>
 #include <libdeflate.h>
 #include <omp.h>
@@ -142,6 +143,53 @@ int sl_log_dist_chunk(sl_log_reader *r, size_t k, int tid, const float **p, cons
             *out[c] = f;
         }
     }
+    return sl_log_check_row_sums(r, k * ch, *rows, *p, *q);
+}
+
+/* ---- row sums ---- */
+
+/* The first of n rows (V floats each) whose sum, in double, is not 1 within tol; -1 if none. */
+static long bad_row_sum(const float *p, size_t n, size_t V, double tol, double *sum_out)
+{
+    for (size_t i = 0; i < n; i++) {
+        double s = 0;
+        const float *pi = p + i * V;
+#pragma omp simd reduction(+ : s)
+        for (size_t x = 0; x < V; x++) s += pi[x];
+        if (!(fabs(s - 1) <= tol)) {
+            *sum_out = s;
+            return (long)i;
+        }
+    }
+    return -1;
+}
+
+double sl_log_row_sum_tol(const sl_log_reader *r)
+{
+    /* A stored row is a pmf rounded value by value: float16 keeps 11 significant bits (relative
+     * error <= 2^-11 for normal values, absolute <= 2^-25 for subnormal ones, below 6.1e-5),
+     * float32 24 bits (2^-24). Twice those bounds (the writer's own rounding of the standardised pmf
+     * and the double sum here) plus 1e-6 never reject a row speclab wrote, and reject sums of 0 or 2. */
+    double V = (double)r->meta.vocab_size;
+    return r->dist_type == SL_LOG_DIST_F16 ? 2 * (0x1p-11 + V * 0x1p-25) + 1e-6 : 2 * 0x1p-24 + 1e-6;
+}
+
+int sl_log_check_row_sums(const sl_log_reader *r, size_t first, size_t n, const float *p, const float *q)
+{
+    size_t V = r->meta.vocab_size;
+    double tol = sl_log_row_sum_tol(r), s = 0;
+    for (int c = 0; c < 2; c++) {
+        const float *a = c ? q : p;
+        long i = bad_row_sum(a, n, V, tol, &s);
+        if (i < 0) continue;
+        const float *row = a + (size_t)i * V;
+        for (size_t x = 0; x < V; x++) /* a value that is no probability says more than the sum */
+            if (!(row[x] >= 0 && row[x] <= 1))
+                return sl_fail(SL_EINPUT, "%s: /distributions/%s row %zu token %zu is %g; expected a probability", r->path,
+                               c ? "q" : "p", first + (size_t)i, x, row[x]);
+        return sl_fail(SL_EINPUT, "%s: /distributions/%s row %zu sums to %.9g; expected 1 within %.2g", r->path, c ? "q" : "p",
+                       first + (size_t)i, s, tol);
+    }
     return SL_OK;
 }
 
@@ -172,7 +220,7 @@ static int read_dists_naive(sl_log_reader *r, size_t first, size_t n, float *p, 
         H5Sclose(fs);
         if (e < 0) return sl_fail(SL_EINPUT, "%s: cannot read /distributions rows %zu..%zu (corrupt?)", r->path, first, first + n);
     }
-    return SL_OK;
+    return sl_log_check_row_sums(r, first, n, p, q);
 }
 
 typedef struct {
@@ -180,7 +228,7 @@ typedef struct {
     float *p, *q;
     const uint32_t *mask;
     size_t first, n, c0, ch, V, esz, chunk_bytes;
-    volatile int bad;
+    volatile int bad, bad_sum;
 } inflate_job;
 
 /* Inflates slot s (chunk s / 2, p or q) into its rows of p or q. */
@@ -207,6 +255,8 @@ static void inflate_one(void *ctx, size_t s, int tid)
     if (!bad) {
         if (j->esz == 2) sl_half_f16_to_f32_n(out, dst, rows * V);
         else if (out != dst) memcpy(dst, out, rows * V * 4);
+        double sum;
+        if (bad_row_sum(dst, rows, V, sl_log_row_sum_tol(r), &sum) >= 0) j->bad_sum = 1;
     }
     free(tmp);
     if (bad) j->bad = 1;
@@ -310,9 +360,10 @@ int sl_log_read_dists(sl_log_reader *r, size_t first, size_t n, float *p, float 
             if (!r->dc[i]) rc = sl_fail(SL_EFAIL, "out of memory");
     }
     if (!rc) {
-        inflate_job job = {r, p, q, mask, first, n, c0, ch, V, esz, chunk_bytes, 0};
+        inflate_job job = {r, p, q, mask, first, n, c0, ch, V, esz, chunk_bytes, 0, 0};
         sl_log_parallel(2 * nch, nt, inflate_one, &job);
         if (job.bad) rc = sl_fail(SL_EINPUT, "%s: a /distributions chunk does not inflate (corrupt file?)", r->path);
+        else if (job.bad_sum) rc = sl_log_check_row_sums(r, first, n, p, q); /* the message, serially */
     }
 
     free(mask);

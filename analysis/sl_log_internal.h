@@ -99,4 +99,10 @@ struct sl_log_reader {
  * leaves direct access off. */
 void sl_log_map_chunks(sl_log_reader *r);
 
+/* Every stored pmf row must sum to 1 within sl_log_row_sum_tol (float16 and float32 rounding
+ * bounds, sl_log_read.c says how): sl_log_check_row_sums fails naming the first row that does not.
+ * p and q are (n, vocab_size), rows first .. first + n - 1. */
+double sl_log_row_sum_tol(const sl_log_reader *r);
+int sl_log_check_row_sums(const sl_log_reader *r, size_t first, size_t n, const float *p, const float *q);
+
 #endif

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "sl_common.h"
 #include "sl_log_internal.h"
@@ -24,10 +26,12 @@ static int type_ok(hid_t d, int type, sl_log_dist *dist_out)
     H5T_class_t cl = H5Tget_class(t);
     size_t sz = H5Tget_size(t);
     H5Tclose(t);
+    /* The sizes too: libhdf5 1.10.8 copies past its buffer when a damaged header gives an integer
+     * column an element size its dataspace does not account for. */
     switch (type) {
-    case T_I8:
-    case T_I32:
-    case T_I64: return cl == H5T_INTEGER;
+    case T_I8: return cl == H5T_INTEGER && sz == 1;
+    case T_I32: return cl == H5T_INTEGER && sz == 4;
+    case T_I64: return cl == H5T_INTEGER && sz == 8;
     case T_F64: return cl == H5T_FLOAT && sz == 8;
     default:
         if (cl != H5T_FLOAT || (sz != 2 && sz != 4)) return 0;
@@ -62,9 +66,70 @@ void sl_log_close(sl_log_reader *r)
 
 static int read_cols_i64(sl_log_reader *r, size_t t, size_t c, size_t first, size_t n, int64_t *out);
 
-int sl_log_open(sl_log_reader **out, const char *path)
+/* The /sequences table is small and everything downstream sizes buffers and walks rows by it, so
+ * sl_log_open checks it whole: ids strictly increasing in [0, 2^31), counts >= 0, run modes 0 or 1,
+ * and sums that account for every row, prompt token and draft, added without overflow (each sum is
+ * compared with a row count as it grows, so it never exceeds one). */
+static int check_sequences(sl_log_reader *r)
 {
-    sl_log_h5_quiet();
+    const sl_log_meta *m = &r->meta;
+    const char *path = r->path;
+    size_t seq_t = m->kind == SL_LOG_MEASURE ? M_SEQ : R_SEQ, ns = r->rows[seq_t], nc = r->defs[seq_t].n_cols;
+    size_t row_t = m->kind == SL_LOG_MEASURE ? M_POS : R_ITER;
+    int64_t *v = malloc((ns + 1) * nc * sizeof *v);
+    if (!v) return sl_fail(SL_EFAIL, "out of memory");
+    int rc = SL_OK;
+    for (size_t c = 0; c < nc && !rc; c++)
+        if (r->defs[seq_t].cols[c].type != T_F64) rc = read_cols_i64(r, seq_t, c, 0, ns, v + c * (ns + 1));
+    /* column c of sequence i is v[c * (ns + 1) + i]; columns: sequence, prompt_id, n_prompt_tokens, n_generated,
+     * n_rows, (run) n_drafts, mode */
+#define SEQ(c, i) v[(size_t)(c) * (ns + 1) + (i)]
+    const size_t limit[3] = {r->rows[row_t], r->rows[seq_t + 1], m->kind == SL_LOG_RUN ? r->rows[R_DRAFT] : 0};
+    static const char *what[3] = {"n_rows", "n_prompt_tokens", "n_drafts"};
+    static const int col[3] = {4, 2, 5};
+    uint64_t sum[3] = {0, 0, 0};
+    for (size_t i = 0; i < ns && !rc; i++) {
+        int64_t id = SEQ(0, i);
+        if (id < 0 || id > INT32_MAX || (i > 0 && id <= SEQ(0, i - 1)))
+            rc = sl_fail(SL_EINPUT, "%s: /sequences/sequence row %zu is %lld; expected ids increasing in [0, 2^31)", path, i,
+                         (long long)id);
+        for (int c = 1; c <= 4 && !rc; c++)
+            if (SEQ(c, i) < 0)
+                rc = sl_fail(SL_EINPUT, "%s: /sequences/%s row %zu is %lld; expected >= 0", path, r->defs[seq_t].cols[c].name, i,
+                             (long long)SEQ(c, i));
+        if (!rc && m->kind == SL_LOG_MEASURE && SEQ(4, i) != SEQ(3, i))
+            rc = sl_fail(SL_EINPUT, "%s: /sequences row %zu: n_rows %lld differs from n_generated %lld (equal in measure logs)",
+                         path, i, (long long)SEQ(4, i), (long long)SEQ(3, i));
+        if (!rc && m->kind == SL_LOG_RUN) {
+            int64_t mode = SEQ(6, i);
+            if (SEQ(5, i) < 0)
+                rc = sl_fail(SL_EINPUT, "%s: /sequences/n_drafts row %zu is %lld; expected >= 0", path, i, (long long)SEQ(5, i));
+            else if (mode != 0 && mode != 1)
+                rc = sl_fail(SL_EINPUT, "%s: /sequences/mode row %zu is %lld; expected 0 (speculative) or 1 (autoregressive)",
+                             path, i, (long long)mode);
+            else if (mode == 1 && (SEQ(4, i) != 0 || SEQ(5, i) != 0))
+                rc = sl_fail(SL_EINPUT, "%s: /sequences row %zu is autoregressive (mode 1) but has %lld iterations and %lld drafts",
+                             path, i, (long long)SEQ(4, i), (long long)SEQ(5, i));
+        }
+        for (int k = 0; k < (m->kind == SL_LOG_RUN ? 3 : 2) && !rc; k++) {
+            sum[k] += (uint64_t)SEQ(col[k], i); /* both < 2^63: no wrap */
+            if (sum[k] > limit[k])
+                rc = sl_fail(SL_EINPUT, "%s: /sequences/%s sums to more than the %zu rows it counts (row %zu adds %lld)", path,
+                             what[k], limit[k], i, (long long)SEQ(col[k], i));
+        }
+    }
+#undef SEQ
+    free(v);
+    for (int k = 0; k < (m->kind == SL_LOG_RUN ? 3 : 2) && !rc; k++)
+        if (sum[k] != limit[k])
+            rc = sl_fail(SL_EINPUT, "%s: /sequences/%s sums to %llu, but /%s has %zu rows", path, what[k],
+                         (unsigned long long)sum[k], k == 0 ? r->defs[row_t].group : k == 1 ? "prompts/tokens" : "drafts",
+                         limit[k]);
+    return rc;
+}
+
+static int open_checked(sl_log_reader **out, const char *path)
+{
     *out = NULL;
     struct stat st;
     if (stat(path, &st) != 0) return sl_fail(SL_EINPUT, "cannot open %s: %s", path, strerror(errno));
@@ -91,8 +156,6 @@ int sl_log_open(sl_log_reader **out, const char *path)
         m->kind = strcmp(buf, "run") ? SL_LOG_MEASURE : SL_LOG_RUN;
         m->schema_version = ver;
         uint64_t u;
-        if (sl_log_h5_get_attr_num(r->file, "vocab_size", H5T_NATIVE_UINT64, &m->vocab_size) || m->vocab_size < 2)
-            rc = sl_fail(SL_EINPUT, "%s: root attribute vocab_size missing or < 2", path);
         sl_log_h5_get_attr_str(r->file, "target_name", m->target_name, sizeof m->target_name);
         sl_log_h5_get_attr_str(r->file, "target_sha256", m->target_sha256, sizeof m->target_sha256);
         sl_log_h5_get_attr_str(r->file, "draft_name", m->draft_name, sizeof m->draft_name);
@@ -115,7 +178,10 @@ int sl_log_open(sl_log_reader **out, const char *path)
         sl_log_h5_get_attr_str(r->file, "source_revision", m->source_revision, sizeof m->source_revision);
         sl_log_h5_get_attr_str(r->file, "created_utc", m->created_utc, sizeof m->created_utc);
         if (!sl_log_h5_get_attr_str(r->file, "dist", buf, sizeof buf)) sl_log_dist_parse(buf, &m->dist);
-        sl_err_clear();
+        sl_err_clear(); /* the optional attributes above may fail quietly; vocab_size may not */
+        if (sl_log_h5_get_attr_num(r->file, "vocab_size", H5T_NATIVE_UINT64, &m->vocab_size) || m->vocab_size < 2 ||
+            m->vocab_size > ((uint64_t)1 << 31))
+            rc = sl_fail(SL_EINPUT, "%s: root attribute vocab_size missing or outside [2, 2^31]", path);
     }
     if (!rc) r->defs = sl_log_kind_tables(m->kind, &r->n_tables);
     for (size_t i = 0; i < r->n_tables && !rc; i++) {
@@ -157,6 +223,9 @@ int sl_log_open(sl_log_reader **out, const char *path)
                 hsize_t ch[2] = {0, 0};
                 if (H5Pget_layout(pl) != H5D_CHUNKED || H5Pget_chunk(pl, 2, ch) != 2 || ch[1] != m->vocab_size)
                     r->dist_deflate = -1, r->dist_chunk = 64;
+                else if (ch[0] == 0 || ch[0] > ((size_t)64 << 20) / (m->vocab_size * (dt == SL_LOG_DIST_F16 ? 2 : 4)))
+                    /* chunks over 64 MiB (a damaged layout, or a foreign writer): the naive path */
+                    r->dist_deflate = -1, r->dist_chunk = 64;
                 else {
                     r->dist_chunk = ch[0];
                     int nf = H5Pget_nfilters(pl);
@@ -176,35 +245,48 @@ int sl_log_open(sl_log_reader **out, const char *path)
     if (!rc && r->has_dists && r->dist_deflate >= 0) sl_log_map_chunks(r);
     if (!rc && r->has_dists && r->rows[M_DIST] != r->rows[M_POS])
         rc = sl_fail(SL_EINPUT, "%s: /distributions has %zu rows, /positions has %zu", path, r->rows[M_DIST], r->rows[M_POS]);
-    if (!rc) { /* the sequences table must account for every row */
-        size_t seq_t = m->kind == SL_LOG_MEASURE ? M_SEQ : R_SEQ, ns = r->rows[seq_t];
-        int64_t *v = malloc((ns + 1) * sizeof *v);
-        int64_t sum_rows = 0, sum_prompt = 0, sum_drafts = 0;
-        if (!v) rc = sl_fail(SL_EFAIL, "out of memory");
-        if (!rc && !(rc = read_cols_i64(r, seq_t, 4, 0, ns, v)))
-            for (size_t i = 0; i < ns; i++) sum_rows += v[i];
-        if (!rc && !(rc = read_cols_i64(r, seq_t, 2, 0, ns, v)))
-            for (size_t i = 0; i < ns; i++) sum_prompt += v[i];
-        if (!rc && m->kind == SL_LOG_RUN && !(rc = read_cols_i64(r, seq_t, 5, 0, ns, v)))
-            for (size_t i = 0; i < ns; i++) sum_drafts += v[i];
-        free(v);
-        size_t row_t = m->kind == SL_LOG_MEASURE ? M_POS : R_ITER;
-        if (!rc && (uint64_t)sum_rows != r->rows[row_t])
-            rc = sl_fail(SL_EINPUT, "%s: /sequences/n_rows sums to %lld, but /%s has %zu rows", path, (long long)sum_rows,
-                         r->defs[row_t].group, r->rows[row_t]);
-        if (!rc && (uint64_t)sum_prompt != r->rows[seq_t + 1])
-            rc = sl_fail(SL_EINPUT, "%s: /sequences/n_prompt_tokens sums to %lld, but /prompts/tokens has %zu", path,
-                         (long long)sum_prompt, r->rows[seq_t + 1]);
-        if (!rc && m->kind == SL_LOG_RUN && (uint64_t)sum_drafts != r->rows[R_DRAFT])
-            rc = sl_fail(SL_EINPUT, "%s: /sequences/n_drafts sums to %lld, but /drafts has %zu rows", path,
-                         (long long)sum_drafts, r->rows[R_DRAFT]);
-    }
+    if (!rc) rc = check_sequences(r);
     if (rc) {
         sl_log_close(r);
         return rc;
     }
     *out = r;
     return SL_OK;
+}
+
+/* libhdf5 1.10.8 itself crashes on some damaged metadata (a chunk dimension of 0 divides by zero
+ * inside H5Dopen2) before any check of ours can run. Logs written since schema 1's checksummed
+ * storage (LOG_SCHEMA.md) carry metadata checksums that catch such damage, but older logs and
+ * foreign files do not; so the structural open runs first in a forked child, and a child killed by
+ * a signal becomes a one-line error (exit 2) instead of a crash of the caller. The child does only
+ * what open_checked does (metadata and /sequences), a few milliseconds; a child that fails without
+ * a signal is ignored, as the open below fails the same way with its message. */
+static int probe_in_child(const char *path)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return SL_OK; /* no probe possible: open directly, as before */
+    if (pid == 0) {
+        sl_log_reader *r = NULL;
+        int rc = open_checked(&r, path);
+        sl_log_close(r);
+        _exit(rc ? 3 : 0);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return SL_OK;
+    if (WIFSIGNALED(st))
+        return sl_fail(SL_EINPUT, "%s: libhdf5 crashed (%s) reading the file's metadata: it is damaged", path,
+                       strsignal(WTERMSIG(st)));
+    return SL_OK;
+}
+
+int sl_log_open(sl_log_reader **out, const char *path)
+{
+    sl_log_h5_quiet();
+    *out = NULL;
+    int rc = probe_in_child(path);
+    return rc ? rc : open_checked(out, path);
 }
 
 const sl_log_meta *sl_log_meta_of(const sl_log_reader *r) { return &r->meta; }
@@ -342,6 +424,14 @@ int sl_log_read_iterations(sl_log_reader *r, size_t first, sl_log_iter_block *b)
     int rc = SL_OK;
     for (size_t c = 0; c < 9 && !rc; c++)
         rc = read_col(r, R_ITER, c, first, b->n, c < 6 ? H5T_NATIVE_INT32 : H5T_NATIVE_DOUBLE, dst[c]);
+    /* Every reader of iterations relies on these; checking them here costs nothing next to the read. */
+    for (size_t i = 0; i < b->n && !rc; i++)
+        if (b->gamma[i] < 0 || b->drafted[i] < 0 || b->drafted[i] > b->gamma[i] || b->accepted[i] < 0 ||
+            b->accepted[i] > b->drafted[i] || b->emitted[i] != b->accepted[i] + 1)
+            rc = sl_fail(SL_EINPUT,
+                         "%s: /iterations row %zu: gamma %d, drafted %d, accepted %d, emitted %d; expected "
+                         "0 <= accepted <= drafted <= gamma and emitted = accepted + 1",
+                         r->path, first + i, b->gamma[i], b->drafted[i], b->accepted[i], b->emitted[i]);
     return rc;
 }
 
@@ -423,78 +513,142 @@ void sl_log_costs_free(sl_log_costs *c)
 
 /* ---- validation ---- */
 
+/* Walks rows that /sequences groups by a count column: for row i, the sequence it must belong to
+ * and its index inside that sequence. */
+typedef struct {
+    const sl_log_seq *s;
+    size_t ns, cur, k; /* current sequence, index of the next row inside it */
+    int col;           /* 4: n_rows, 5: n_drafts */
+} seq_walk;
+
+static size_t walk_count(const seq_walk *w, size_t i) { return (size_t)(w->col == 4 ? w->s[i].n_rows : w->s[i].n_drafts); }
+/* Advances to the next row; returns its sequence index in /sequences (ns when the rows overrun). */
+static size_t walk_next(seq_walk *w, size_t *k)
+{
+    while (w->cur < w->ns && w->k >= walk_count(w, w->cur)) w->cur++, w->k = 0;
+    *k = w->k++;
+    return w->cur;
+}
+
+static int validate_measure(sl_log_reader *r, const sl_log_seq *seqs)
+{
+    const char *path = r->path;
+    size_t V = r->meta.vocab_size, B = 4096, ns = r->rows[M_SEQ];
+    seq_walk w = {seqs, ns, 0, 0, 4};
+    sl_log_pos_block b;
+    int rc = sl_log_pos_block_alloc(&b, B);
+    for (size_t first = 0; !rc; first += B) {
+        rc = sl_log_read_positions(r, first, &b);
+        if (rc || b.n == 0) break;
+        for (size_t i = 0; i < b.n && !rc; i++) {
+            const double pr[] = {b.beta[i], b.d_lk[i], b.q_max[i], b.p_token[i], b.q_token[i]};
+            static const char *nm[] = {"beta", "d_lk", "q_max", "p_token", "q_token"};
+            for (int c = 0; c < 5 && !rc; c++)
+                if (!(pr[c] >= 0 && pr[c] <= 1 + 1e-9))
+                    rc = sl_fail(SL_EINPUT, "%s: /positions/%s row %zu is %g; expected a probability in [0, 1]", path, nm[c],
+                                 first + i, pr[c]);
+            if (!rc && (!(b.entropy_p[i] >= 0) || !(b.entropy_q[i] >= 0) || !isfinite(b.entropy_p[i]) ||
+                        !isfinite(b.entropy_q[i])))
+                rc = sl_fail(SL_EINPUT, "%s: /positions/entropy_p or entropy_q row %zu is negative or not finite", path, first + i);
+            if (!rc && (b.token[i] < 0 || (size_t)b.token[i] >= V))
+                rc = sl_fail(SL_EINPUT, "%s: /positions/token row %zu is %d; expected [0, %zu)", path, first + i, b.token[i], V);
+            size_t k, s = rc ? 0 : walk_next(&w, &k);
+            if (!rc && (s >= ns || b.sequence[i] != seqs[s].sequence || b.position[i] < 0 || (size_t)b.position[i] != k))
+                rc = sl_fail(SL_EINPUT, "%s: /positions row %zu is (sequence %d, position %d); /sequences expects (%lld, %zu)", path,
+                             first + i, b.sequence[i], b.position[i], s < ns ? (long long)seqs[s].sequence : -1LL, k);
+        }
+    }
+    sl_log_pos_block_free(&b);
+    size_t ch = r->dist_chunk, total = r->rows[M_DIST];
+    float *p = NULL, *q = NULL;
+    if (!rc && r->has_dists) {
+        p = malloc(ch * V * sizeof *p);
+        q = malloc(ch * V * sizeof *q);
+        if (!p || !q) rc = sl_fail(SL_EFAIL, "out of memory");
+    }
+    for (size_t first = 0; !rc && r->has_dists && first < total; first += ch) {
+        size_t n = total - first < ch ? total - first : ch;
+        rc = sl_log_read_dists(r, first, n, p, q, 1, 0); /* checks that every row sums to 1 */
+        for (size_t i = 0; i < n * V && !rc; i++)
+            if (!(p[i] >= 0 && p[i] <= 1) || !(q[i] >= 0 && q[i] <= 1))
+                rc = sl_fail(SL_EINPUT, "%s: /distributions/%s row %zu token %zu is %g; expected a probability", path,
+                             !(p[i] >= 0 && p[i] <= 1) ? "p" : "q", first + i / V, i % V,
+                             !(p[i] >= 0 && p[i] <= 1) ? p[i] : q[i]);
+    }
+    free(p);
+    free(q);
+    return rc;
+}
+
+static int validate_run(sl_log_reader *r, const sl_log_seq *seqs)
+{
+    const char *path = r->path;
+    size_t V = r->meta.vocab_size, B = 4096, ns = r->rows[R_SEQ];
+    sl_log_draft_block b = {0};
+    sl_log_iter_block ib = {0};
+    int rc = sl_log_draft_block_alloc(&b, B);
+    seq_walk w = {seqs, ns, 0, 0, 5};
+    for (size_t first = 0; !rc; first += B) {
+        rc = sl_log_read_drafts(r, first, &b);
+        if (rc || b.n == 0) break;
+        for (size_t i = 0; i < b.n && !rc; i++) {
+            size_t k, s = walk_next(&w, &k), row = first + i;
+            if (!isnan(b.beta[i]) && !(b.beta[i] >= 0 && b.beta[i] <= 1 + 1e-9))
+                rc = sl_fail(SL_EINPUT, "%s: /drafts/beta row %zu is %g; expected [0, 1]", path, row, b.beta[i]);
+            else if (s >= ns || b.sequence[i] != seqs[s].sequence)
+                rc = sl_fail(SL_EINPUT, "%s: /drafts row %zu names sequence %d; /sequences/n_drafts expects %lld", path, row,
+                             b.sequence[i], s < ns ? (long long)seqs[s].sequence : -1LL);
+            else if (b.iteration[i] < 0 || b.iteration[i] >= seqs[s].n_rows)
+                rc = sl_fail(SL_EINPUT, "%s: /drafts/iteration row %zu is %d; expected [0, %lld)", path, row, b.iteration[i],
+                             (long long)seqs[s].n_rows);
+            else if (b.draft_position[i] < 1)
+                rc = sl_fail(SL_EINPUT, "%s: /drafts/draft_position row %zu is %d; expected >= 1", path, row, b.draft_position[i]);
+            else if (b.token[i] < 0 || (size_t)b.token[i] >= V)
+                rc = sl_fail(SL_EINPUT, "%s: /drafts/token row %zu is %d; expected [0, %zu)", path, row, b.token[i], V);
+            else if (b.accepted[i] != 0 && b.accepted[i] != 1)
+                rc = sl_fail(SL_EINPUT, "%s: /drafts/accepted row %zu is %d; expected 0 or 1", path, row, b.accepted[i]);
+        }
+    }
+    uint64_t drafted = 0;
+    w = (seq_walk){seqs, ns, 0, 0, 4};
+    if (!rc) rc = sl_log_iter_block_alloc(&ib, B);
+    for (size_t first = 0; !rc; first += B) {
+        rc = sl_log_read_iterations(r, first, &ib); /* checks gamma, drafted, accepted, emitted */
+        if (rc || ib.n == 0) break;
+        for (size_t i = 0; i < ib.n && !rc; i++) {
+            size_t k, s = walk_next(&w, &k), row = first + i;
+            drafted += (uint64_t)ib.drafted[i];
+            if (s >= ns || ib.sequence[i] != seqs[s].sequence || ib.iteration[i] < 0 || (size_t)ib.iteration[i] != k)
+                rc = sl_fail(SL_EINPUT, "%s: /iterations row %zu is (sequence %d, iteration %d); /sequences expects (%lld, %zu)",
+                             path, row, ib.sequence[i], ib.iteration[i], s < ns ? (long long)seqs[s].sequence : -1LL, k);
+            else if (!(ib.draft_s[i] >= 0) || !(ib.verify_s[i] >= 0) || !(ib.sample_s[i] >= 0) || !isfinite(ib.draft_s[i]) ||
+                     !isfinite(ib.verify_s[i]) || !isfinite(ib.sample_s[i]))
+                rc = sl_fail(SL_EINPUT, "%s: /iterations row %zu: a time (draft_s, verify_s, sample_s) is negative or not finite",
+                             path, row);
+        }
+    }
+    if (!rc && drafted != r->rows[R_DRAFT])
+        rc = sl_fail(SL_EINPUT, "%s: /iterations/drafted sums to %llu, but /drafts has %zu rows", path, (unsigned long long)drafted,
+                     r->rows[R_DRAFT]);
+    for (size_t s = 0; s < ns && !rc; s++)
+        if (!(seqs[s].wall_s >= 0) || !isfinite(seqs[s].wall_s))
+            rc = sl_fail(SL_EINPUT, "%s: /sequences/wall_s row %zu is %g; expected a finite time >= 0", path, s, seqs[s].wall_s);
+    sl_log_draft_block_free(&b);
+    sl_log_iter_block_free(&ib);
+    sl_log_costs cs;
+    if (!rc && !(rc = sl_log_read_costs(r, &cs))) sl_log_costs_free(&cs);
+    return rc;
+}
+
 int sl_log_validate(const char *path)
 {
     sl_log_reader *r = NULL;
-    int rc = sl_log_open(&r, path);
+    int rc = sl_log_open(&r, path); /* checks /sequences whole */
     if (rc) return rc;
-    size_t V = r->meta.vocab_size, B = 4096;
-    if (r->meta.kind == SL_LOG_MEASURE) {
-        sl_log_pos_block b;
-        rc = sl_log_pos_block_alloc(&b, B);
-        for (size_t first = 0; !rc; first += B) {
-            rc = sl_log_read_positions(r, first, &b);
-            if (rc || b.n == 0) break;
-            for (size_t i = 0; i < b.n && !rc; i++) {
-                const double pr[] = {b.beta[i], b.d_lk[i], b.q_max[i], b.p_token[i], b.q_token[i]};
-                static const char *nm[] = {"beta", "d_lk", "q_max", "p_token", "q_token"};
-                for (int c = 0; c < 5 && !rc; c++)
-                    if (!(pr[c] >= 0 && pr[c] <= 1 + 1e-9))
-                        rc = sl_fail(SL_EINPUT, "%s: /positions/%s row %zu is %g; expected a probability in [0, 1]", path,
-                                     nm[c], first + i, pr[c]);
-                if (!rc && (!(b.entropy_p[i] >= 0) || !(b.entropy_q[i] >= 0) || !isfinite(b.entropy_p[i]) ||
-                            !isfinite(b.entropy_q[i])))
-                    rc = sl_fail(SL_EINPUT, "%s: /positions/entropy_p or entropy_q row %zu is negative or not finite", path,
-                                 first + i);
-                if (!rc && (b.token[i] < 0 || (size_t)b.token[i] >= V))
-                    rc = sl_fail(SL_EINPUT, "%s: /positions/token row %zu is %d; expected [0, %zu)", path, first + i,
-                                 b.token[i], V);
-            }
-        }
-        sl_log_pos_block_free(&b);
-        size_t ch = r->dist_chunk, total = r->rows[M_DIST];
-        float *p = NULL, *q = NULL;
-        if (!rc && r->has_dists) {
-            p = malloc(ch * V * sizeof *p);
-            q = malloc(ch * V * sizeof *q);
-            if (!p || !q) rc = sl_fail(SL_EFAIL, "out of memory");
-        }
-        for (size_t first = 0; !rc && r->has_dists && first < total; first += ch) {
-            size_t n = total - first < ch ? total - first : ch;
-            rc = sl_log_read_dists(r, first, n, p, q, 1, 0);
-            for (size_t i = 0; i < n * V && !rc; i++)
-                if (!(p[i] >= 0 && p[i] <= 1) || !(q[i] >= 0 && q[i] <= 1))
-                    rc = sl_fail(SL_EINPUT, "%s: /distributions/%s row %zu token %zu is %g; expected a probability", path,
-                                 !(p[i] >= 0 && p[i] <= 1) ? "p" : "q", first + i / V, i % V,
-                                 !(p[i] >= 0 && p[i] <= 1) ? p[i] : q[i]);
-        }
-        free(p);
-        free(q);
-    } else {
-        sl_log_draft_block b;
-        rc = sl_log_draft_block_alloc(&b, B);
-        for (size_t first = 0; !rc; first += B) {
-            rc = sl_log_read_drafts(r, first, &b);
-            if (rc || b.n == 0) break;
-            for (size_t i = 0; i < b.n && !rc; i++)
-                if (!isnan(b.beta[i]) && !(b.beta[i] >= 0 && b.beta[i] <= 1 + 1e-9))
-                    rc = sl_fail(SL_EINPUT, "%s: /drafts/beta row %zu is %g; expected [0, 1]", path, first + i, b.beta[i]);
-        }
-        sl_log_draft_block_free(&b);
-        sl_log_iter_block ib;
-        if (!rc) rc = sl_log_iter_block_alloc(&ib, B);
-        for (size_t first = 0; !rc; first += B) {
-            rc = sl_log_read_iterations(r, first, &ib);
-            if (rc || ib.n == 0) break;
-            for (size_t i = 0; i < ib.n && !rc; i++)
-                if (ib.accepted[i] < 0 || ib.accepted[i] > ib.gamma[i] || ib.emitted[i] != ib.accepted[i] + 1)
-                    rc = sl_fail(SL_EINPUT, "%s: /iterations row %zu: accepted %d, gamma %d, emitted %d are inconsistent",
-                                 path, first + i, ib.accepted[i], ib.gamma[i], ib.emitted[i]);
-        }
-        if (ib.cap) sl_log_iter_block_free(&ib);
-        sl_log_costs cs;
-        if (!rc && !(rc = sl_log_read_costs(r, &cs))) sl_log_costs_free(&cs);
-    }
+    sl_log_seq *seqs = NULL;
+    rc = sl_log_sequences(r, &seqs);
+    if (!rc) rc = r->meta.kind == SL_LOG_MEASURE ? validate_measure(r, seqs) : validate_run(r, seqs);
+    free(seqs);
     sl_log_close(r);
     return rc;
 }

@@ -167,6 +167,23 @@ static void table_w_close(table_w *t)
     memset(t, 0, sizeof *t);
 }
 
+/* Every file is written in the HDF5 1.10 format (superblock 2, version-2 object headers,
+ * extensible-array chunk indexes), whose metadata all carry checksums: a damaged byte in a layout,
+ * dataspace or filter message is then reported by libhdf5 as an error instead of being parsed
+ * (libhdf5 1.10.8 divides by zero or reads past a buffer on some damaged 1.8-format headers).
+ * Both bounds are pinned so that a newer libhdf5 still writes what every reader of 1.10 (h5py
+ * included) reads. */
+static hid_t create_file(const char *path)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0) return -1;
+    hid_t f = H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110) < 0
+                  ? -1
+                  : H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
+    return f;
+}
+
 static size_t dist_chunk_rows(size_t V, sl_log_dist d)
 {
     size_t bytes = V * (d == SL_LOG_DIST_F16 ? 2 : 4);
@@ -198,6 +215,14 @@ static int table_w_create(table_w *t, hid_t file, const table_def *def, size_t V
         H5Pset_chunk(pl, rank, chunk);
         int lv = is_dist ? dist_level : level;
         if (lv > 0) H5Pset_deflate(pl, (unsigned)lv);
+        /* Per-row columns carry a Fletcher-32 checksum per chunk, checked by every H5Dread (a damaged
+         * chunk is an error, not garbage handed to the inflater). Distribution chunks do not: they
+         * are written (H5Dwrite_chunk) and read (H5Dread_chunk, or straight from the mapped file)
+         * around the filter pipeline, so the checksum would have to be computed and verified here, a
+         * pass over every byte that the in-place float32 read exists to avoid; instead the reader
+         * checks each chunk's size, that it inflates to exactly that size, and every value and row
+         * sum (LOG_SCHEMA.md, Reading). */
+        if (!is_dist) H5Pset_fletcher32(pl);
         cw->dset = H5Dcreate2(t->group, def->cols[c].name, cw->ftype, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
         H5Pclose(pl);
         H5Sclose(sp);
@@ -523,7 +548,7 @@ int sl_log_shard_begin(sl_log_writer *w, size_t k)
     w->shard_path = shard_name(w, k);
     w->shard_tmp = w->shard_path ? str_printf("%s.tmp.%ld", w->shard_path, (long)getpid()) : NULL;
     if (!w->shard_tmp) return sl_fail(SL_EFAIL, "out of memory");
-    w->file = H5Fcreate(w->shard_tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    w->file = create_file(w->shard_tmp);
     if (w->file < 0) return sl_fail(SL_EINPUT, "cannot write output %s", w->shard_tmp);
     size_t nt;
     const table_def *defs = sl_log_kind_tables(w->meta.kind, &nt);
@@ -678,7 +703,7 @@ int sl_log_set_costs(sl_log_writer *w, double c, double draft_step_s, double tar
         return sl_fail(SL_EFAIL, "out of memory");
     }
     int rc = SL_OK;
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t f = create_file(tmp);
     table_w t;
     memset(&t, 0, sizeof t);
     if (f < 0) rc = sl_fail(SL_EINPUT, "cannot write output %s", tmp);
@@ -707,7 +732,7 @@ int sl_log_assemble(sl_log_writer *w, size_t n_shards)
     char *tmp = str_printf("%s.tmp.%ld", w->path, (long)getpid());
     if (!tmp) return sl_fail(SL_EFAIL, "out of memory");
     int rc = SL_OK;
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t f = create_file(tmp);
     if (f < 0) rc = sl_fail(SL_EINPUT, "cannot write output %s", tmp);
     size_t nt;
     const table_def *defs = sl_log_kind_tables(w->meta.kind, &nt);

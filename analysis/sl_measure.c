@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "sl_common.h"
 #include "sl_lm_open.h"
@@ -249,10 +250,25 @@ void sl_measure_result_free(sl_measure_result *r)
     free(r);
 }
 
+/* An existing out is continued (resumed, appended to, re-assembled) only when it is a measure log
+ * speclab wrote; anything else is replaced only with force. */
+static int check_existing(const char *out, int force)
+{
+    struct stat st;
+    if (force || lstat(out, &st) != 0) return SL_OK;
+    sl_log_reader *r = NULL;
+    int ours = S_ISREG(st.st_mode) && sl_log_open(&r, out) == SL_OK && sl_log_meta_of(r)->kind == SL_LOG_MEASURE;
+    sl_log_close(r);
+    sl_err_clear();
+    return ours ? SL_OK : sl_out_check("out", out, 0, "was not written by speclab measure");
+}
+
 int sl_measure_run(const sl_measure_config *c, sl_measure_result **out)
 {
     *out = NULL;
     if (!c->out) return sl_fail(SL_EINPUT, "out: no output file given");
+    int rc0 = check_existing(c->out, c->force);
+    if (rc0) return rc0;
     if (c->tokens < 1) return sl_fail(SL_EINPUT, "tokens: %zu, expected >= 1", c->tokens);
     sl_log_meta meta;
     sl_log_meta_init(&meta, SL_LOG_MEASURE);

@@ -37,6 +37,7 @@ typedef struct {
     sl_log_dist dist;         /* float32 (default), float16, none */
     uint64_t shard_sequences; /* sequences per shard (default 16) */
     sl_log_write_opts write;  /* compression levels */
+    int force;                /* replace an existing out that is not a speclab measure log (else SL_EINPUT) */
     sl_progress_fn progress;  /* after each sequence: (sequences done, sequences); NULL = silent */
     void *progress_ctx;
 } sl_measure_config;

@@ -232,6 +232,17 @@ int sl_model_open(const char *path, sl_model **out)
     m->head_dim = c->d_model / c->n_head;
     m->kv_dim = c->n_kv_head * m->head_dim;
     m->tokenizer_json = sl_st_meta(m->st, "tokenizer");
+    /* The config's counts size everything below; bound them by what the file holds before
+     * allocating anything proportional to them (a 15 KB file claiming 2^22 layers once cost 7 GB and
+     * 35 s). One layer of slack leaves a missing tensor to the message that names it. */
+    sl_model_config c0 = *c, c1 = *c;
+    c0.n_layer = 0, c1.n_layer = 1;
+    size_t fixed = tensor_table(m->arch, &c0, NULL, NULL), per_layer = tensor_table(m->arch, &c1, NULL, NULL) - fixed;
+    if (c->n_layer > m->st->n_tensors / per_layer + 1) {
+        rc = sl_fail(SL_EINPUT, "%s: config n_layer = %zu needs at least %zu tensors per layer for %s; the file holds %zu in all",
+                     path, c->n_layer, per_layer, arch, m->st->n_tensors);
+        goto fail;
+    }
     m->layers = sl_calloc(c->n_layer, sizeof *m->layers);
     if (!m->layers) {
         rc = SL_EFAIL;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static _Thread_local char err_msg[1024];
@@ -199,4 +200,11 @@ int sl_read_file(const char *path, const char *what, char **out, size_t *len)
     *out = buf;
     if (len) *len = (size_t)n;
     return SL_OK;
+}
+
+int sl_out_check(const char *flag, const char *path, int force, const char *why)
+{
+    struct stat st;
+    if (force || !path || lstat(path, &st) != 0) return SL_OK;
+    return sl_fail(SL_EINPUT, "%s: %s exists%s%s; give --force to replace it", flag, path, why ? " and " : "", why ? why : "");
 }

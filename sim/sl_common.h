@@ -121,4 +121,9 @@ int sl_atomic_open(sl_atomic_file *af, const char *path);
 int sl_atomic_commit(sl_atomic_file *af); /* fflush + fsync + rename; closes */
 void sl_atomic_abort(sl_atomic_file *af); /* closes and removes the temporary file */
 
+/* May a command write its output at path? Yes when nothing is there or force is set (--force);
+ * otherwise SL_EINPUT: "FLAG: PATH exists[ and WHY]; give --force to replace it". A command that
+ * resumes its own output decides first whether the file is its own (then it does not call this). */
+int sl_out_check(const char *flag, const char *path, int force, const char *why);
+
 #endif

@@ -87,6 +87,17 @@ static int validate(const sl_theory_grid_config *g, size_t n_c, size_t n_c_hat, 
                   (double)n_c_hat;
     if (rows > SL_THEORY_GRID_MAX_POINTS)
         return sl_fail(SL_EINPUT, "the sweep has %.0f combinations, more than %d", rows, SL_THEORY_GRID_MAX_POINTS);
+    /* The terms every point's Var N sums over (sl_theory_grid.h): gamma + 1 each, with the optimal
+     * search at most cap + 1. */
+    double terms = 0;
+    if (g->optimal || g->beta) terms = rows * (double)(g_hi + 1);
+    else
+        for (size_t i = 0; i < g->n_gamma; i++) terms += (double)g->n_alpha * (double)n_c * (double)n_c_hat * (g->gamma[i] + 1);
+    if (terms > SL_THEORY_GRID_MAX_TERMS)
+        return sl_fail(SL_EINPUT,
+                       "the sweep needs %.0f terms (Var N sums gamma + 1 outcomes at each of its %.0f combinations, gamma up "
+                       "to %ld), more than %.0e: narrow the gamma range (or gamma_cap, or the other ranges)",
+                       terms, rows, g_hi, SL_THEORY_GRID_MAX_TERMS);
     if (g->pmf && rows * (double)(g_hi + 1) > 10.0 * SL_THEORY_GRID_MAX_POINTS)
         return sl_fail(SL_EINPUT, "pmf: %.0f combinations with gamma up to %ld give too many pmf values", rows, g_hi);
     return SL_OK;

@@ -16,6 +16,11 @@
 
 /* A grid larger than this is almost certainly a typo in a range. */
 #define SL_THEORY_GRID_MAX_POINTS 1000000
+/* Var N (and the pmf) at one point sums over its gamma + 1 outcomes, so a grid's work is the sum
+ * of gamma + 1 over its points: quadratic in the length of a gamma range (1:1000000 would need
+ * 5e11 terms, hours). A grid that needs more terms than this (about a second) is refused before
+ * anything is computed. */
+#define SL_THEORY_GRID_MAX_TERMS 200000000.0
 
 typedef struct {
     const double *alpha;       /* (n_alpha) each in [0, 1]; NULL with beta */

@@ -4,6 +4,7 @@
  * sl_spec_decode's iteration callback and analysed back.
  */
 #include <criterion/criterion.h>
+#include <gsl/gsl_randist.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,9 @@
 
 #include "sl_analyze.h"
 #include "sl_common.h"
+#include "sl_half.h"
 #include "sl_log.h"
+#include "sl_log_internal.h"
 #include "sl_synth.h"
 
 static char tmpdir[256];
@@ -444,4 +447,52 @@ Test(log, mc_row_source)
     free(p), free(q);
     sl_log_close(r);
     rm_tmp();
+}
+
+/* Issue 17, defect 3: the readers refuse a distribution row that does not sum to 1 within
+ * sl_log_row_sum_tol. That bound must never reject a row speclab writes: a pmf computed in double
+ * and rounded to float16 (or float32) value by value. Checked here against the rounding itself, on
+ * the hardest rows for it: the largest vocabulary of the shipped tokenizers (50257) with mass spread
+ * evenly (every value subnormal in float16), with one token holding half, and a Dirichlet(0.05)
+ * row; and rows that sum to 0, 2 or 1 - 10 * tol are refused. */
+Test(log, row_sum_tolerance_covers_rounding_and_refuses_bad_rows)
+{
+    const size_t V = 50257;
+    double *pd = malloc(V * sizeof *pd);
+    float *p = malloc(V * sizeof *p), *q = malloc(V * sizeof *q);
+    cr_assert(pd && p && q);
+    gsl_rng *rng = sl_rng_alloc(17, 0, 0);
+    for (int dt = 0; dt < 2; dt++) {
+        sl_log_reader r;
+        memset(&r, 0, sizeof r);
+        r.path = "x.h5";
+        r.meta.vocab_size = V;
+        r.dist_type = dt ? SL_LOG_DIST_F16 : SL_LOG_DIST_F32;
+        double tol = sl_log_row_sum_tol(&r);
+        for (int kind = 0; kind < 3; kind++) {
+            double s = 0;
+            for (size_t x = 0; x < V; x++) {
+                pd[x] = kind == 0 ? 1.0 : kind == 1 ? (x == 7 ? (double)(V - 1) : 1.0) : gsl_ran_gamma(rng, 0.05, 1);
+                s += pd[x];
+            }
+            double stored = 0;
+            for (size_t x = 0; x < V; x++) {
+                float f = (float)(pd[x] / s);
+                p[x] = dt ? sl_half_f16_to_f32(sl_half_f32_to_f16(f)) : f;
+                q[x] = p[x];
+                stored += p[x];
+            }
+            cr_assert_eq(sl_log_check_row_sums(&r, 0, 1, p, q), SL_OK, "type %d kind %d: %s", dt, kind, sl_errmsg());
+            cr_assert(fabs(stored - 1) <= tol / 2, "type %d kind %d: |sum - 1| = %g, half the tolerance %g", dt, kind,
+                      fabs(stored - 1), tol / 2);
+        }
+        const double bad[] = {0, 2, 1 - 10 * tol};
+        for (int b = 0; b < 3; b++) {
+            for (size_t x = 0; x < V; x++) q[x] = (float)(bad[b] / (double)V);
+            cr_assert_eq(sl_log_check_row_sums(&r, 5, 1, p, q), SL_EINPUT, "type %d sum %g", dt, bad[b]);
+            cr_assert(strstr(sl_errmsg(), "/distributions/q row 5 sums to"), "%s", sl_errmsg());
+        }
+    }
+    gsl_rng_free(rng);
+    free(pd), free(p), free(q);
 }

@@ -320,3 +320,65 @@ Test(trainopts, derived_defaults_follow_steps)
     cr_assert_eq(sl_train_objective_parse("js", &obj), SL_EINPUT);
     cr_assert(!strncmp(sl_errmsg(), "objective: ", 11), "%s", sl_errmsg());
 }
+
+/* Copies src to dst with the config's n_layer replaced: the tensors stay those of src. */
+static void write_with_n_layer(const char *src, const char *dst, const char *n_layer)
+{
+    sl_st_file *f;
+    cr_assert_eq(sl_st_open(src, &f), SL_OK, "%s", sl_errmsg());
+    sl_st_wtensor *wt = calloc(f->n_tensors, sizeof *wt);
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        const sl_st_tensor *t = &f->tensors[i];
+        wt[i] = (sl_st_wtensor){t->name, t->dtype, t->ndim, {0}, t->data};
+        memcpy(wt[i].shape, t->shape, sizeof t->shape);
+    }
+    char cfg[512];
+    const char *old = sl_st_meta(f, "config"), *at = strstr(old, "\"n_layer\":");
+    cr_assert_not_null(at);
+    const char *end = strpbrk(at + 10, ",}");
+    snprintf(cfg, sizeof cfg, "%.*s\"n_layer\":%s%s", (int)(at - old), old, n_layer, end);
+    const char **vals = calloc(f->n_meta, sizeof *vals);
+    for (size_t i = 0; i < f->n_meta; i++) vals[i] = strcmp(f->meta_keys[i], "config") ? f->meta_vals[i] : cfg;
+    cr_assert_eq(sl_st_write(dst, wt, f->n_tensors, (const char *const *)f->meta_keys, vals, f->n_meta), SL_OK, "%s",
+                 sl_errmsg());
+    free(vals);
+    free(wt);
+    sl_st_close(f);
+}
+
+/* Issue 17, defect 4: a 16 KB file whose config claims 2^22 layers made the loader allocate 7.3 GB
+ * (27 s) before it found the first missing tensor; 2^31 layers said "out of memory" (exit 1). The
+ * config is now bounded by the file's tensor count first: exit 2, naming n_layer and the count.
+ * One layer more than the file holds still gets the message naming the missing tensor. */
+Test(modelinfo, config_counts_are_bounded_by_the_file_before_allocating)
+{
+    char dir[64], mp[96], bad[96];
+    tmpdir(dir);
+    snprintf(mp, sizeof mp, "%s/m.st", dir);
+    snprintf(bad, sizeof bad, "%s/bad.st", dir);
+    sl_model_init_cfg ic = {.arch = SL_ARCH_GPT2,
+                            .config_json = "{\"vocab_size\":64,\"n_layer\":1,\"n_head\":2,\"d_model\":16,\"d_ff\":32,"
+                                           "\"max_seq_len\":16}",
+                            .seed = 1, .dtype = SL_DT_F32, .init_std = 0.1, .out_path = mp};
+    cr_assert_eq(sl_model_init_file(&ic), SL_OK, "%s", sl_errmsg());
+    const char *big[] = {"4194304", "2147483648"};
+    for (int i = 0; i < 2; i++) {
+        write_with_n_layer(mp, bad, big[i]);
+        sl_model *m = NULL;
+        cr_assert_eq(sl_model_open(bad, &m), SL_EINPUT, "n_layer %s: %s", big[i], sl_errmsg());
+        cr_assert_null(m);
+        char want[64];
+        snprintf(want, sizeof want, "n_layer = %s needs at least 16 tensors per layer", big[i]);
+        cr_assert(strstr(sl_errmsg(), want) && strstr(sl_errmsg(), "the file holds 20"), "%s", sl_errmsg());
+        sl_model_info in;
+        cr_assert_eq(sl_model_info_read(bad, &in), SL_EINPUT, "%s", sl_errmsg());
+    }
+    write_with_n_layer(mp, bad, "2");
+    sl_model *m = NULL;
+    cr_assert_eq(sl_model_open(bad, &m), SL_EINPUT);
+    cr_assert(strstr(sl_errmsg(), "tensor 'layers.1.attn_norm.weight' is missing"), "%s", sl_errmsg());
+    write_with_n_layer(mp, bad, "1");
+    cr_assert_eq(sl_model_open(bad, &m), SL_OK, "%s", sl_errmsg());
+    sl_model_close(m);
+    rmdir_files(dir);
+}

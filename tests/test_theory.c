@@ -797,3 +797,34 @@ Test(theory, grid_bad_input_names_the_quantity)
     }
 }
 
+
+/* Issue 17, defect 6: Var N sums gamma + 1 outcomes per point, so `--gamma 1:1000000` needed
+ * 5e11 terms (hours). Such a grid is refused before anything is computed; one just under the
+ * bound of terms runs, and its last point's Var N equals the textbook closed form for i.i.d.
+ * alpha (N - 1 a geometric truncated at gamma; relative tolerance 1e-9, a sum of ~2e4 terms). */
+Test(theory_grid, work_is_bounded_before_anything_is_computed)
+{
+    size_t n = 1000000;
+    double *gam = malloc(n * sizeof *gam), alpha = 0.5;
+    cr_assert_not_null(gam);
+    for (size_t i = 0; i < n; i++) gam[i] = (double)(i + 1);
+    sl_theory_grid_config cfg = {.alpha = &alpha, .n_alpha = 1, .gamma = gam, .n_gamma = n};
+    sl_theory_grid_result res;
+    cr_assert_eq(sl_theory_grid_run(&cfg, &res), SL_EINPUT);
+    cr_assert(strstr(sl_errmsg(), "narrow the gamma range") && strstr(sl_errmsg(), "500001500000 terms"), "%s", sl_errmsg());
+    cr_assert_null(res.points);
+    /* sum_{g=1}^{m} (g + 1) = m (m + 3) / 2 <= 2e8 for m = 19997 */
+    cfg.n_gamma = 19997;
+    cr_assert_eq(sl_theory_grid_run(&cfg, &res), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(res.n_points, 19997);
+    double a = alpha, g = 19997, an = pow(a, g);
+    /* Var of min(Geom, gamma) successes: E[X] = a(1-a^g)/(1-a), E[X^2] by the tail-sum identity. */
+    double ex = a * (1 - an) / (1 - a), ex2 = 0;
+    for (double k = 1; k <= g; k++) ex2 += (2 * k - 1) * pow(a, k);
+    double var = ex2 - ex * ex;
+    cr_assert(fabs(res.points[19996].var_tokens - var) <= 1e-9 * var, "%.17g vs %.17g", res.points[19996].var_tokens, var);
+    sl_theory_grid_result_free(&res);
+    cfg.n_gamma = 20000;
+    cr_assert_eq(sl_theory_grid_run(&cfg, &res), SL_EINPUT);
+    free(gam);
+}

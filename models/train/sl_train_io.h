@@ -54,6 +54,8 @@ typedef struct {
     const char *config_json;
     const char *ckpt_dir;       /* NULL: no checkpoints */
     const char *out_path;
+    int force;                  /* replace an existing out_path or log_path that no checkpoint of this run
+                                   vouches for (else SL_EINPUT before any training) */
     const char *teacher_path;   /* distillation; NULL for training from data */
     const char *log_path;       /* CSV log, rewritten atomically at each row; NULL: stdout only */
     const char *tokenizer_path; /* file holding FORMAT.md's tokenizer JSON, or NULL */

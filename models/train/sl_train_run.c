@@ -320,6 +320,22 @@ int sl_train_run(const sl_train_run_opts *o)
             goto done;
         }
     }
+    /* Never replace a file this run did not start: an existing output is ours only when the run
+     * resumes from its checkpoint (which checks that the settings are the same). */
+    int resuming = 0;
+    if (o->ckpt_dir) {
+        size_t n = strlen(o->ckpt_dir) + 32;
+        char *p = sl_malloc(n);
+        if (!p) {
+            rc = SL_EFAIL;
+            goto done;
+        }
+        snprintf(p, n, "%s/checkpoint.bin", o->ckpt_dir);
+        resuming = access(p, F_OK) == 0;
+        free(p);
+    }
+    if (!resuming && (rc = sl_out_check("out", o->out_path, o->force, NULL))) goto done;
+    if (!resuming && o->log_path && (rc = sl_out_check("log", o->log_path, o->force, NULL))) goto done;
     if ((rc = check_writable(o->out_path))) goto done;
     if (o->log_path && (rc = check_writable(o->log_path))) goto done;
     if (o->ckpt_dir) {

@@ -11,7 +11,8 @@ static const char about[] =
     "and draft q over the whole vocabulary give beta = sum min(p, q), D_LK, both entropies, max q,\n"
     "p(token), q(token), logged per token (schema: analysis/LOG_SCHEMA.md). Crash-safe and\n"
     "resumable: rows go to shards OUT.h5.d/shard-NNNNNN.h5; a rerun skips finished shards; a longer\n"
-    "prompt list adds shards; OUT.h5 is (re)assembled atomically at the end.\n"
+    "prompt list adds shards; OUT.h5 is (re)assembled atomically at the end. An existing OUT.h5\n"
+    "that is not a speclab measure log is never replaced unless --force is given.\n"
     "--target T, --draft D: model files (gpt2, llama, ngram; models/FORMAT.md) or lookup:N[:EPS[:NGRAM]];\n"
     "--prompts FILE: text prompts (data/prompts/), tokenized with the target's embedded tokenizer\n"
     "or --tokenizer F; or --prompt-ids FILE: prompts as token ids, one prompt per line of\n"
@@ -65,6 +66,7 @@ int sl_cmd_measure(int argc, char **argv)
     sl_cli_int(&c, "deflate", "L", &m.write.deflate_level, 0, 9, "compression level of per-token columns (default 4)");
     sl_cli_int(&c, "dist-deflate", "L", &m.write.dist_level, 0, 9, "compression level of distributions (default 1)");
     sl_cli_string(&c, "out", "OUT.h5", &m.out, "output file (required)");
+    sl_cli_group_force(&c, &m.force);
     sl_cli_group_format(&c, &fmt);
     int quiet = 0;
     sl_cli_group_quiet(&c, &quiet);

@@ -116,7 +116,7 @@ static int model_init(int argc, char **argv)
                 "Writes a model with random weights (matrices N(0, init_std^2), default 0.02; norm\n"
                 "weights 1 + N(0, 0.01)), e.g. --config '{\"vocab_size\":256,\"n_layer\":2,\"n_head\":4,\n"
                 "\"d_model\":64,\"d_ff\":256,\"max_seq_len\":128}'. --tokenizer-json embeds that file's\n"
-                "text as the tokenizer metadata.\n");
+                "text as the tokenizer metadata. An existing FILE is replaced only with --force.\n");
     sl_cli_custom(&c, "arch", "A", &cfg.arch, parse_arch, "gpt2 or llama");
     c.opt[c.n - 1].flags |= SL_OPT_REQUIRED;
     sl_cli_string(&c, "config", "JSON", &cfg.config_json, "the architecture (models/FORMAT.md's config object)");
@@ -127,8 +127,11 @@ static int model_init(int argc, char **argv)
     sl_cli_custom(&c, "dtype", "D", &cfg.dtype, parse_dtype, "stored weights: f32 (default), f16 or bf16");
     sl_cli_dbl(&c, "init-std", "X", &cfg.init_std, 0, 10, SL_OPT_LO_OPEN, "standard deviation of the matrices (default 0.02)");
     sl_cli_string(&c, "tokenizer-json", "FILE", &cfg.tokenizer_path, "tokenizer JSON embedded as the tokenizer metadata");
+    int force = 0;
+    sl_cli_group_force(&c, &force);
     int rc = sl_cli_parse(&c, argc, argv, 0);
     if (rc) return rc < 0 ? 0 : rc;
+    if ((rc = sl_out_check("out", cfg.out_path, force, NULL))) return rc;
     return sl_model_init_file(&cfg);
 }
 

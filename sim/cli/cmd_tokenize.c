@@ -40,7 +40,8 @@ static int cmd_train(int argc, char **argv)
     sl_cli_init(&c, "tokenize train", "--corpus FILE [FILE...] --vocab-size N --out tokenizer.json [--min-count C]",
                 "Learns byte-level BPE merges on the corpus files (UTF-8 text; <|endoftext|> separates\n"
                 "documents). Vocabulary: 256 bytes, N-257 merges, <|endoftext|>. Deterministic: ties\n"
-                "between equally frequent pairs go to the smaller (left id, right id).\n");
+                "between equally frequent pairs go to the smaller (left id, right id). An existing --out\n"
+                "file is replaced only with --force.\n");
     sl_cli_list_opt(&c, "corpus", "FILE", &corpus, "a UTF-8 corpus file (repeatable; more files may follow)");
     sl_cli_size(&c, "vocab-size", "N", &cfg.vocab_size, 257, (size_t)1 << 24, "vocabulary size, in [257, 2^24]");
     c.opt[c.n - 1].flags |= SL_OPT_REQUIRED;
@@ -48,7 +49,10 @@ static int cmd_train(int argc, char **argv)
     c.opt[c.n - 1].flags |= SL_OPT_REQUIRED;
     sl_cli_add(&c, (sl_opt){.name = "min-count", .metavar = "C", .kind = SL_OPT_U64, .dst = &cfg.min_count,
                             .help = "smallest pair count worth a merge, >= 1 (default 2)"});
+    int force = 0;
+    sl_cli_group_force(&c, &force);
     int rc = sl_cli_parse(&c, argc, argv, 0);
+    if (!rc) rc = sl_out_check("out", out, force, NULL); /* before the training, not after */
     if (!rc && cfg.min_count < 1) rc = sl_fail(SL_EINPUT, "--min-count: 0 is below 1");
     if (!rc && !corpus.n) rc = sl_fail(SL_EINPUT, "--corpus: no corpus file given");
     cfg.corpus = corpus.v;
@@ -66,18 +70,20 @@ static int cmd_train(int argc, char **argv)
 
 /* The options encode and decode share; returns the parse status. */
 static int parse_io(int argc, char **argv, const char *name, const char *synopsis, const char *about,
-                    const char **tok, const char **gpt2, const char **in, const char **out, int *jsonl)
+                    const char **tok, const char **gpt2, const char **in, const char **out, int *jsonl, int *force)
 {
     static sl_cli c; /* static: main maps a failed quantity to its flag through it after we return */
     sl_cli_init(&c, name, synopsis, about);
     sl_cli_string(&c, "tokenizer", "FILE", tok, "tokenizer JSON, or a model file that carries one");
     sl_cli_string(&c, "gpt2", "DIR", gpt2, "instead of --tokenizer: GPT-2's own DIR/encoder.json and DIR/vocab.bpe");
     sl_cli_string(&c, "in", "FILE", in, "input (default: stdin)");
-    sl_cli_string(&c, "out", "FILE", out, "output (default: stdout)");
+    sl_cli_string(&c, "out", "FILE", out, "output (default: stdout; an existing FILE is replaced only with --force)");
     if (jsonl) sl_cli_flag(&c, "jsonl", jsonl, "each input line is a JSON string; one line of ids each");
+    sl_cli_group_force(&c, force);
     int rc = sl_cli_parse(&c, argc, argv, 0);
     if (!rc && !*tok == !*gpt2)
         return sl_fail(SL_EINPUT, "--tokenizer: required (tokenizer.json or model.safetensors), or --gpt2 DIR");
+    if (!rc) rc = sl_out_check("out", *out, *force, NULL);
     return rc;
 }
 
@@ -90,12 +96,13 @@ static void print_ids(const int32_t *ids, size_t n)
 static int cmd_encode(int argc, char **argv)
 {
     sl_tok_encode_cfg cfg = {0};
+    int force = 0;
     int rc = parse_io(argc, argv, "tokenize encode",
                       "--tokenizer tokenizer.json|model.safetensors [--in FILE] [--out x.tok | --jsonl]",
                       "Reads bytes (stdin by default). With --out, writes a token file (models/TOKFILE.md)\n"
                       "and prints one summary line (bytes, tokens, bytes per token); without, prints the\n"
                       "ids on one line. --jsonl: each input line is a JSON string, one line of ids each.\n",
-                      &cfg.tokenizer, &cfg.gpt2_dir, &cfg.in_path, &cfg.out_path, &cfg.jsonl);
+                      &cfg.tokenizer, &cfg.gpt2_dir, &cfg.in_path, &cfg.out_path, &cfg.jsonl, &force);
     if (rc) return rc < 0 ? 0 : rc;
     if (cfg.jsonl && cfg.out_path) return sl_fail(SL_EINPUT, "--jsonl prints ids on stdout; drop --out");
     sl_tok_encode_result res;
@@ -119,11 +126,12 @@ static int cmd_encode(int argc, char **argv)
 static int cmd_decode(int argc, char **argv)
 {
     sl_tok_decode_cfg cfg = {0};
+    int force = 0;
     int rc = parse_io(argc, argv, "tokenize decode",
                       "--tokenizer tokenizer.json|model.safetensors [--in x.tok|ids.txt] [--out FILE]",
                       "Reads a token file or whitespace-separated ids (stdin by default) and writes the\n"
                       "bytes (stdout by default).\n",
-                      &cfg.tokenizer, &cfg.gpt2_dir, &cfg.in_path, &cfg.out_path, NULL);
+                      &cfg.tokenizer, &cfg.gpt2_dir, &cfg.in_path, &cfg.out_path, NULL, &force);
     if (rc) return rc < 0 ? 0 : rc;
     sl_tok_decode_result res;
     rc = sl_tok_decode_file(&cfg, &res);

@@ -90,8 +90,11 @@ int sl_train_cli(int argc, char **argv, int distill)
     sl_cli_string(&c, "config", "JSON", &o.config_json, "architecture (required unless --init)");
     sl_cli_long(&c, "steps", "N", &steps, 0, 1000000000L, "optimiser steps; 0 only evaluates the --init weights");
     c.opt[c.n - 1].flags |= SL_OPT_REQUIRED;
-    sl_cli_string(&c, "out", "MODEL", &o.out_path, "the trained model (safetensors)");
+    sl_cli_string(&c, "out", "MODEL", &o.out_path,
+                  "the trained model (safetensors); an existing file is replaced only with --force or when the "
+                  "run resumes from its --checkpoint");
     c.opt[c.n - 1].flags |= SL_OPT_REQUIRED;
+    sl_cli_group_force(&c, &o.force);
     if (distill) {
         sl_cli_string(&c, "teacher", "TARGET", &o.teacher_path, "the teacher model whose distributions are learnt");
         c.opt[c.n - 1].flags |= SL_OPT_REQUIRED;

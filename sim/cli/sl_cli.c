@@ -485,6 +485,12 @@ void sl_cli_group_quiet(sl_cli *c, int *quiet)
     sl_cli_flag(c, "quiet", quiet, "no progress line on stderr (shown only when stderr is a terminal)");
 }
 
+void sl_cli_group_force(sl_cli *c, int *force)
+{
+    sl_cli_flag(c, "force", force,
+                "replace an existing output file this command did not write (without it: refused, exit 2)");
+}
+
 /* "1,2,3" -> token ids (malloc'd, *n of them); flag names the option in the error. */
 int sl_cli_ids(const char *flag, const char *s, int32_t **ids, size_t *n)
 {

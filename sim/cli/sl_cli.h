@@ -166,6 +166,8 @@ sl_progress_fn sl_cli_progress_fn(const sl_cli_progress *p);
 void sl_cli_progress_end(sl_cli_progress *p);
 /* --quiet: no progress line on stderr. */
 void sl_cli_group_quiet(sl_cli *c, int *quiet);
+/* --force: replace an existing output that this command did not write (sl_out_check). */
+void sl_cli_group_force(sl_cli *c, int *force);
 
 /* Parses "1,2,3" into token ids (malloc'd, *n entries); SL_EINPUT naming flag otherwise. */
 int sl_cli_ids(const char *flag, const char *s, int32_t **ids, size_t *n);
