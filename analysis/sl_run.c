@@ -484,6 +484,7 @@ int sl_run_experiment(const sl_run_config *o)
     if (rc) goto done;
     if ((rc = sl_model_lm_alloc(ct, &o->sampling, &lt))) goto done;
 
+    if (o->tokens_out && (rc = sl_out_check("tokens_out", o->tokens_out, o->force, NULL))) goto done;
     if ((rc = check_existing(o->out))) goto done;
     sl_log_meta meta;
     if ((rc = run_meta(o, V, &meta))) goto done;

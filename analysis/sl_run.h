@@ -88,6 +88,7 @@ typedef struct {
     size_t v_max;            /* largest n of v(n); 0 = max(16, largest gamma + 1) */
     size_t shard_prompts;    /* prompts per log shard (default 4) */
     const char *tokens_out;  /* NULL, or a file for the token ids of the sequences decoded now */
+    int force;               /* replace an existing tokens_out (otherwise refused) */
     const char *out;         /* the run log */
 
     /* Called after each decoded sequence with (sequences done, M x prompts): every prompt is

@@ -15,9 +15,9 @@ OUT=${1:-models/drafts}
 C=data/corpus
 mkdir -p "$OUT"
 TRAIN=("$C/prose.train.tok" "$C/code.train.tok")
-"$S" model ngram --train "${TRAIN[@]}" --order 1 --tokenizer models/tokenizer.json --out "$OUT/unigram.safetensors"
-"$S" model ngram --train "${TRAIN[@]}" --order 2 --smoothing kn --tokenizer models/tokenizer.json --out "$OUT/bigram.safetensors"
-"$S" model lookup --n 3 --epsilon 0.3 --fallback "$OUT/unigram.safetensors" --out "$OUT/lookup.safetensors"
+"$S" model ngram --train "${TRAIN[@]}" --order 1 --tokenizer models/tokenizer.json --force --out "$OUT/unigram.safetensors"
+"$S" model ngram --train "${TRAIN[@]}" --order 2 --smoothing kn --tokenizer models/tokenizer.json --force --out "$OUT/bigram.safetensors"
+"$S" model lookup --n 3 --epsilon 0.3 --fallback "$OUT/unigram.safetensors" --force --out "$OUT/lookup.safetensors"
 : > "$OUT/eval.csv"
 for m in unigram bigram lookup; do
   for d in prose code; do

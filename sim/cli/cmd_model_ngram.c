@@ -45,9 +45,12 @@ int sl_cmd_model_ngram(int argc, char **argv)
     sl_cli_custom(&c, "smoothing", "S", &cfg.opts.smoothing, parse_smoothing, "addk (order 1), absdisc or kn (order 2)");
     sl_cli_dbl(&c, "add-k", "K", &cfg.opts.add_k, 0, 1e9, SL_OPT_LO_OPEN, "k of the add-k unigram (default 1)");
     sl_cli_dbl(&c, "discount", "D", &cfg.opts.discount, 0, 1, SL_OPT_LO_OPEN, "bigram discount (default n1 / (n1 + 2 n2))");
+    int force = 0;
+    sl_cli_group_force(&c, &force);
     int rc = sl_cli_parse(&c, argc, argv, 0);
     if (!rc && (!train.n || !cfg.opts.order || !cfg.out_path || !cfg.tokenizer == !cfg.vocab_size))
         rc = sl_fail(SL_EINPUT, "model ngram needs --train, --order, --out and one of --tokenizer and --vocab");
+    if (!rc) rc = sl_out_check("out", cfg.out_path, force, NULL);
     if (!rc && !sl_cli_given(&c, "smoothing")) cfg.opts.smoothing = sl_ngram_smoothing_default(cfg.opts.order);
     cfg.train = train.v;
     cfg.n_train = train.n;
@@ -75,10 +78,13 @@ int sl_cmd_model_lookup(int argc, char **argv)
     sl_cli_dbl(&c, "epsilon", "E", &cfg.eps, 0, 1, SL_OPT_LO_OPEN, "weight of the fallback, in (0, 1] (default 0.1)");
     sl_cli_string(&c, "fallback", "NGRAM_FILE", &cfg.fallback, "n-gram file whose unigram is the fallback");
     sl_cli_string(&c, "out", "FILE", &cfg.out_path, "the draft file written");
+    int force = 0;
+    sl_cli_group_force(&c, &force);
     int rc = sl_cli_parse(&c, argc, argv, 0);
     if (rc) return rc < 0 ? 0 : rc;
     if (!cfg.n || !cfg.fallback || !cfg.out_path)
         return sl_fail(SL_EINPUT, "model lookup needs --n, --fallback and --out");
+    if ((rc = sl_out_check("out", cfg.out_path, force, NULL))) return rc;
     return sl_lookup_build(&cfg);
 }
 
