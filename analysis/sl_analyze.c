@@ -375,11 +375,17 @@ static int dists_pass(sl_log_reader *r, const sl_analyze_opts *o, sl_analyze_res
         res->nonit = sn / (double)total;
         res->beta_dists_maxdiff = maxdiff;
         res->n_len = nl;
+        /* At temperature 0 the standardised p and q are one-hot: every lenience curve is flat at
+         * beta and measures nothing about lenience; the table says so instead of drawing it. */
+        const int t0_log = sl_log_meta_of(r)->sampling.temperature == 0;
         for (size_t j = 0; j < nl; j++) {
             res->lenience[j] = o->lenience[j];
-            res->alpha_l[j] = sl[j] / (double)total;
-            res->alpha_t0[j] = st0[j] / (double)total;
+            res->alpha_l[j] = t0_log ? NAN : sl[j] / (double)total;
+            res->alpha_t0[j] = t0_log ? NAN : st0[j] / (double)total;
         }
+        if (t0_log)
+            note(res, "a temperature-0 log: p and q are one-hot, so every lenience curve is flat at beta (not shown); "
+                      "measure at T > 0 to see lenience");
     }
     free(p);
     free(q);
@@ -461,8 +467,9 @@ static void add_beta(sl_analyze_result *res, const sl_analyze_opts *o, double b)
 typedef struct {
     size_t ns, G, nc, npm;
     double *n, *sumb;  /* (ns) */
-    double *W;         /* (ns) windows */
-    double *S;         /* (ns, G) sum over windows of prod_{i<=k} beta */
+    double *W;         /* (ns, G) windows of length gamma = k + 1: max(0, n - gamma + 1) */
+    double *S;         /* (ns, G) over those windows, sum of prod_{i<=k} beta_{t+i} (acceptance at position k + 1) */
+    double *E;         /* (ns, G) over those windows, sum of sum_{j<=k} prod_{i<=j} beta_{t+i} (E[N] - 1 at gamma k + 1) */
     sl_replay_acc *fixed;  /* (G) */
     sl_replay_acc *oracle; /* (nc) */
     sl_replay_acc *pmin;   /* (npm) */
@@ -478,15 +485,26 @@ static void process_sequence(mstate *m, size_t s, const double *beta, const doub
     for (size_t t = 0; t < n; t++) sb += beta[t];
     m->n[s] = (double)n;
     m->sumb[s] = sb;
-    double *S = m->S + s * G;
-    for (size_t t = 0; t + G <= n; t++) {
+    /* Every window that fits, for every gamma: R[j] runs over t of prod_{i<=j} beta_{t+i}; once t
+     * reaches n - gamma, every window of length gamma (starts 0..n - gamma) is in, so the sums for
+     * that gamma are read off. O(n G). */
+    double *S = m->S + s * G, *E = m->E + s * G, *W = m->W + s * G, R[SL_ANALYZE_GMAX] = {0};
+    for (size_t t = 0; t < n; t++) {
         double prod = 1;
-        for (size_t k = 0; k < G; k++) {
-            prod *= beta[t + k];
-            S[k] += prod;
+        for (size_t j = 0; j < G && t + j < n; j++) {
+            prod *= beta[t + j];
+            R[j] += prod;
         }
-        m->W[s] += 1;
+        size_t gam = n - t; /* the gamma whose last window starts at t */
+        if (gam >= 1 && gam <= G) {
+            double e = 0;
+            for (size_t j = 0; j < gam; j++) e += R[j];
+            S[gam - 1] = R[gam - 1];
+            E[gam - 1] = e;
+            W[gam - 1] = (double)(t + 1);
+        }
     }
+    /* gamma > n: no window (the arrays start zeroed) */
     if (n == 0) return;
     for (size_t rep = 0; rep < o->policy_reps; rep++) {
         /* Common random numbers: every policy sees the same acceptance pattern. */
@@ -528,18 +546,19 @@ static int analyze_measure(sl_log_reader *r, const sl_analyze_opts *o, sl_analyz
     m.ns = ns, m.G = G, m.nc = res->n_cs, m.npm = o->n_pmin;
     m.n = calloc(ns + 1, sizeof *m.n);
     m.sumb = calloc(ns + 1, sizeof *m.sumb);
-    m.W = calloc(ns + 1, sizeof *m.W);
+    m.W = calloc((ns + 1) * G, sizeof *m.W);
     m.S = calloc((ns + 1) * G, sizeof *m.S);
+    m.E = calloc((ns + 1) * G, sizeof *m.E);
     m.fixed = calloc(G, sizeof *m.fixed);
     m.oracle = calloc(m.nc, sizeof *m.oracle);
     m.pmin = calloc(m.npm + 1, sizeof *m.pmin);
-    double *beta = malloc(maxlen * sizeof *beta), *qmax = malloc(maxlen * sizeof *qmax), *C = malloc((maxlen + 1) * sizeof *C);
+    double *beta = calloc(maxlen, sizeof *beta), *qmax = calloc(maxlen, sizeof *qmax), *C = malloc((maxlen + 1) * sizeof *C);
     uint8_t *pat = malloc(maxlen);
     double *acc_p = malloc(maxlen * sizeof *acc_p); /* min(1, q/p) of the logged tokens, one sequence */
     gsl_rng *rng = sl_rng_alloc(o->seed, SL_STREAM_ACCEPT, 0);
     sl_log_pos_block b = {0};
     sl_replay_seqs rs;
-    if (!m.n || !m.sumb || !m.W || !m.S || !m.fixed || !m.oracle || !m.pmin || !beta || !qmax || !C || !pat || !rng ||
+    if (!m.n || !m.sumb || !m.W || !m.S || !m.E || !m.fixed || !m.oracle || !m.pmin || !beta || !qmax || !C || !pat || !rng ||
         !acc_p)
         rc = sl_fail(SL_EFAIL, "out of memory");
     int rs_ok = !rc && !sl_replay_seqs_init(&rs, G);
@@ -610,42 +629,34 @@ static int analyze_measure(sl_log_reader *r, const sl_analyze_opts *o, sl_analyz
         rc = sl_analyze_boot_ratio(m.sumb, m.n, ns, o->n_boot, o->ci_level, o->seed, &res->alpha, &res->alpha_lo,
                                    &res->alpha_hi);
     }
-    if (!rc) { /* replay windows: U_k, E[N], and their bootstrap */
-        double W = 0, U[SL_ANALYZE_GMAX] = {0};
-        for (size_t s = 0; s < ns; s++) {
-            W += m.W[s];
-            for (size_t k = 0; k < G; k++) U[k] += m.S[s * G + k];
-        }
-        res->n_windows = (size_t)W;
-        if (W == 0) note(res, "no sequence is as long as gamma_max: replay tables are empty (lower --gamma-max)");
+    if (!rc) { /* replay windows: U_k and E[N] over every window that fits each gamma, and their bootstrap */
+        double W[SL_ANALYZE_GMAX] = {0}, U[SL_ANALYZE_GMAX] = {0}, Es[SL_ANALYZE_GMAX] = {0};
+        for (size_t s = 0; s < ns; s++)
+            for (size_t k = 0; k < G; k++) W[k] += m.W[s * G + k], U[k] += m.S[s * G + k], Es[k] += m.E[s * G + k];
+        res->n_windows = (size_t)W[0]; /* windows of length 1: every row */
+        if (W[0] == 0) note(res, "the log has no positions: replay tables are empty");
+        else if (W[G - 1] == 0) note(res, "no sequence is as long as gamma_max: the replay of the longest gammas is empty");
         double c = isfinite(res->c_deploy) ? res->c_deploy : 0;
-        double en = 1;
         for (size_t k = 0; k < G; k++) {
-            U[k] = W > 0 ? U[k] / W : NAN;
+            U[k] = W[k] > 0 ? U[k] / W[k] : NAN;
             res->uncond[k] = U[k];
             res->cond[k] = k == 0 ? U[0] : U[k - 1] > 0 ? U[k] / U[k - 1] : NAN;
-            en += U[k];
-            res->en_replay[k] = W > 0 ? en : NAN;
+            res->en_replay[k] = W[k] > 0 ? 1 + Es[k] / W[k] : NAN;
             res->sp[k] = res->en_replay[k] / sl_theory_iteration_cost((double)(k + 1), c, vtab[k + 1]);
             sl_theory_expected_tokens(res->alpha, (int)k + 1, &res->en_iid[k]);
             res->en_lo[k] = res->en_hi[k] = res->sp_lo[k] = res->sp_hi[k] = NAN;
         }
-        if (W > 0 && ns >= 2 && o->n_boot >= 2) {
+        if (W[0] > 0 && ns >= 2 && o->n_boot >= 2) {
             double *bv = malloc(o->n_boot * G * sizeof *bv), *col = malloc(o->n_boot * sizeof *col);
             if (!bv || !col) rc = sl_fail(SL_EFAIL, "out of memory");
             for (size_t bb = 0; !rc && bb < o->n_boot; bb++) {
                 sl_rng_reseed(rng, o->seed, SL_STREAM_BOOT, bb);
-                double w = 0, u[SL_ANALYZE_GMAX] = {0};
+                double w[SL_ANALYZE_GMAX] = {0}, e[SL_ANALYZE_GMAX] = {0};
                 for (size_t i = 0; i < ns; i++) {
-                    size_t j = gsl_rng_uniform_int(rng, ns);
-                    w += m.W[j];
-                    for (size_t k = 0; k < G; k++) u[k] += m.S[j * G + k];
+                    size_t jj = gsl_rng_uniform_int(rng, ns);
+                    for (size_t k = 0; k < G; k++) w[k] += m.W[jj * G + k], e[k] += m.E[jj * G + k];
                 }
-                double e = 1;
-                for (size_t k = 0; k < G; k++) {
-                    e += w > 0 ? u[k] / w : 0;
-                    bv[bb * G + k] = w > 0 ? e : NAN;
-                }
+                for (size_t k = 0; k < G; k++) bv[bb * G + k] = w[k] > 0 ? 1 + e[k] / w[k] : NAN;
             }
             for (size_t k = 0; !rc && k < G; k++) {
                 size_t cnt = 0;
@@ -703,7 +714,7 @@ static int analyze_measure(sl_log_reader *r, const sl_analyze_opts *o, sl_analyz
         }
     }
     free(seqs);
-    free(m.n), free(m.sumb), free(m.W), free(m.S), free(m.fixed), free(m.oracle), free(m.pmin);
+    free(m.n), free(m.sumb), free(m.W), free(m.S), free(m.E), free(m.fixed), free(m.oracle), free(m.pmin);
     free(beta), free(qmax), free(C), free(pat), free(acc_p);
     if (rs_ok) sl_replay_seqs_free(&rs);
     if (rng) gsl_rng_free(rng);
@@ -827,17 +838,32 @@ static int analyze_run(sl_log_reader *r, const sl_analyze_opts *o, sl_analyze_re
 }
 
 /* Walltime and operation factors, optimal gamma and Corollary 3.9 for every c, through sl_theory. */
+/* The best gamma of factors f (G, index gamma - 1; NaN = not available) as sl_theory's optimum
+ * reports it: the smallest gamma within SL_THEORY_TIE_RTOL of the largest factor; 0 (plain
+ * decoding, factor 1) when that factor is <= 1; at_cap when gamma G is among the ties. */
+static void best_gamma(const double *f, size_t G, int *gamma, double *factor, int *at_cap)
+{
+    size_t best = 0;
+    for (size_t g = 1; g <= G; g++)
+        if (isfinite(f[g - 1]) && (!best || f[g - 1] > f[best - 1])) best = g;
+    *gamma = 0, *factor = best ? 1 : NAN, *at_cap = 0;
+    if (!best) return;
+    double floor_tie = f[best - 1] * (1 - SL_THEORY_TIE_RTOL);
+    size_t first = best;
+    for (size_t g = 1; g <= G; g++)
+        if (isfinite(f[g - 1]) && f[g - 1] >= floor_tie) {
+            if (g < first) first = g;
+            if (g == G) *at_cap = 1;
+        }
+    if (f[best - 1] > 1) *gamma = (int)first, *factor = f[first - 1];
+}
+
 static int compute_factors(const sl_analyze_opts *o, sl_analyze_result *res, const sl_theory_vcost *vc, const double *vtab)
 {
     size_t G = o->gamma_max;
     memcpy(res->vtab, vtab, (G + 1) * sizeof *vtab);
     res->have_replay = res->kind == SL_LOG_MEASURE && res->n_windows > 0;
     if (!isfinite(res->alpha)) return SL_OK;
-    /* The conditional acceptance of a position that is never reached (every earlier beta 0, e.g. a
-     * temperature-0 draft that never agrees) is undefined (NaN in the table); for the factors any
-     * value gives the same E[N], because the product of the betas before it is already 0. */
-    double cond[SL_ANALYZE_GMAX];
-    for (size_t k = 0; k < G; k++) cond[k] = isfinite(res->cond[k]) ? res->cond[k] : 0;
     for (size_t ci = 0; ci < res->n_cs; ci++) {
         double c = res->cs[ci], ch = isfinite(o->c_hat) ? o->c_hat : c;
         res->c_hat[ci] = ch;
@@ -845,28 +871,22 @@ static int compute_factors(const sl_analyze_opts *o, sl_analyze_result *res, con
             int rc = sl_theory_walltime_factor(res->alpha, (int)g, c, &res->f38[ci][g - 1]);
             if (!rc) rc = sl_theory_walltime_factor_v(res->alpha, (int)g, c, vc, &res->fv[ci][g - 1]);
             if (!rc) rc = sl_theory_ops_factor(res->alpha, (int)g, ch, &res->fops[ci][g - 1]);
-            res->frep[ci][g - 1] = NAN;
-            if (!rc && res->have_replay) rc = sl_theory_beta_walltime_factor_v(cond, (int)g, c, vc, &res->frep[ci][g - 1]);
             if (rc) return rc;
+            /* The window replay's E[N] at gamma g comes from the windows of length g alone. */
+            res->frep[ci][g - 1] =
+                res->have_replay ? res->en_replay[g - 1] / sl_theory_iteration_cost((double)g, c, vtab[g]) : NAN;
             res->fseq[ci][g - 1] =
                 res->have_seq ? res->en_seq[g - 1] / sl_theory_iteration_cost((double)g, c, res->vtab[g]) : NAN;
         }
-        /* The sequential replay's best gamma: 0 (plain decoding) unless some gamma beats 1. */
-        res->opt_seq[ci] = 0, res->optf_seq[ci] = res->have_seq ? 1 : NAN;
-        for (size_t g = 1; res->have_seq && g <= G; g++)
-            if (res->fseq[ci][g - 1] > res->optf_seq[ci]) res->opt_seq[ci] = (int)g, res->optf_seq[ci] = res->fseq[ci][g - 1];
+        int cap_unused;
+        best_gamma(res->fseq[ci], G, &res->opt_seq[ci], &res->optf_seq[ci], &cap_unused);
         sl_theory_optimum op;
         int rc = sl_theory_optimal_gamma(res->alpha, c, vc, (int)G, &op);
         if (rc) return rc;
         res->opt_iid[ci] = op.gamma_opt, res->optf_iid[ci] = op.factor_opt, res->opt_iid_cap[ci] = op.at_cap;
         sl_theory_optimum_free(&op);
         res->opt_rep[ci] = 0, res->optf_rep[ci] = NAN, res->opt_rep_cap[ci] = 0;
-        if (res->have_replay) {
-            rc = sl_theory_beta_optimal_gamma(cond, (int)G, c, vc, (int)G, &op);
-            if (rc) return rc;
-            res->opt_rep[ci] = op.gamma_opt, res->optf_rep[ci] = op.factor_opt, res->opt_rep_cap[ci] = op.at_cap;
-            sl_theory_optimum_free(&op);
-        }
+        if (res->have_replay) best_gamma(res->frep[ci], G, &res->opt_rep[ci], &res->optf_rep[ci], &res->opt_rep_cap[ci]);
         rc = sl_theory_cor39(res->alpha, c, &res->cor_improves[ci], &res->cor_bound[ci]);
         if (rc) return rc;
     }

@@ -190,19 +190,23 @@ static const char *const HELPERS =
     "        r['en_iid'] = [expected_tokens(r['alpha'], g) for g in range(1, G + 1)]\n"
     "        r['en_replay'] = None\n"
     "        if kind == 'measure':\n"
-    "            # Replay: a window of G consecutive logged positions per start t (t + G <= n in each\n"
-    "            # sequence); U_k = mean over windows of beta_t ... beta_{t+k-1}; E[N](gamma) = 1 + U_1 + .. + U_gamma.\n"
-    "            S, W, start = np.zeros(G), 0, 0\n"
+    "            # Window replay, per gamma over every window of gamma consecutive logged positions\n"
+    "            # (t + gamma <= n in each sequence): U_gamma = mean of beta_t ... beta_{t+gamma-1};\n"
+    "            # E[N](gamma) = mean of 1 + sum_{k<=gamma} beta_t ... beta_{t+k-1}.\n"
+    "            S, E, W, start = np.zeros(G), np.zeros(G), np.zeros(G), 0\n"
     "            for n in n_rows:\n"
     "                b = beta[start:start + n]\n"
     "                start += n\n"
-    "                if n >= G:\n"
-    "                    S += np.cumprod(np.lib.stride_tricks.sliding_window_view(b, G), axis=1).sum(axis=0)\n"
-    "                    W += n - G + 1\n"
-    "            r['n_windows'] = W\n"
-    "            if W > 0:\n"
-    "                r['uncond'] = S / W\n"
-    "                r['en_replay'] = list(1 + np.cumsum(S / W))\n"
+    "                for g in range(1, min(G, n) + 1):\n"
+    "                    P = np.cumprod(np.lib.stride_tricks.sliding_window_view(b, g), axis=1)\n"
+    "                    S[g - 1] += P[:, -1].sum()\n"
+    "                    E[g - 1] += P.sum()\n"
+    "                    W[g - 1] += n - g + 1\n"
+    "            r['n_windows'] = int(W[0])\n"
+    "            if W[0] > 0:\n"
+    "                with np.errstate(invalid='ignore', divide='ignore'):\n"
+    "                    r['uncond'] = np.where(W > 0, S / np.maximum(W, 1), np.nan)\n"
+    "                    r['en_replay'] = list(np.where(W > 0, 1 + E / np.maximum(W, 1), np.nan))\n"
     "        r['lenience'] = None\n"
     "        if 'distributions' in f:\n"
     "            std, t0, bd = lenience_curves(f, LENIENCE)\n"
@@ -710,7 +714,7 @@ static void settings_cells(nb_cells *c, const sl_notebook_config *cfg, const log
     fprintf(f, "LOGS = [\n");
     for (size_t i = 0; i < cfg->n_logs; i++) fprintf(f, "    %s,\n", pystr(li[i].stored, lit, sizeof lit));
     fprintf(f, "]\n"
-               "GAMMA_MAX = %zu  # gamma = 1..GAMMA_MAX (replay windows are GAMMA_MAX long, as in speclab analyze)\n"
+               "GAMMA_MAX = %zu  # gamma = 1..GAMMA_MAX (the replay uses every window of gamma positions, as speclab analyze)\n"
                "N_BOOT = %zu  # bootstrap resamples of whole sequences\n"
                "CI_LEVEL = %s\n"
                "SEED = %llu  # numpy's RNG: the same numbers on every run (not speclab's RNG: the CI bounds differ)\n"
@@ -776,10 +780,11 @@ static void log_cells(nb_cells *c, size_t i, const log_info *l)
           i + 1,
           run ? "A run log has no replay (its drafts were not logged along one text); its observed tokens per "
                 "iteration are in the run section below."
-              : "The **replay** uses the logged β sequences instead: along each sequence, every start t with "
-                "t + GAMMA_MAX ≤ n is a window (the same windows for every γ), and E[N](γ) = 1 + Σ_{k=1..γ} mean over "
-                "windows of β_t ⋯ β_{t+k−1}. It keeps the dependence between neighbouring positions but ignores that "
-                "after a rejection the real continuation differs from the logged one (`analysis/sl_analyze.h`).",
+              : "The **window replay** uses the logged β sequences instead: for each γ, every start t with "
+                "t + γ ≤ n in a sequence is a window, and E[N](γ) = mean over those windows of 1 + Σ_{k=1..γ} "
+                "β_t ⋯ β_{t+k−1}. It keeps the dependence between neighbouring positions but starts an iteration at "
+                "every position; `speclab analyze` also prints the exact sequential replay (its `sequential` column, "
+                "THEORY.md §5.1), which starts each iteration where the previous one ended.",
           l->stored, tool);
     cellf(c, "code", "show_expected_tokens(RESULTS[%zu])", i);
     cellf(c, "markdown",

@@ -326,7 +326,9 @@ int sl_plot_lenience(const sl_analyze_result *res, const char *const *names, siz
             s->dashed = form == 1;
             for (size_t k = 0; k < r->n_len; k++) {
                 s->x[k] = r->lenience[k];
-                s->y[k] = form == 0 ? r->alpha_l[k] : r->alpha_t0[k];
+                /* A T = 0 log: analyze leaves the curves out (flat at beta); the figure draws that
+                 * flat line, and its title says why. */
+                s->y[k] = is_t0(r) ? r->alpha : form == 0 ? r->alpha_l[k] : r->alpha_t0[k];
             }
         }
     }

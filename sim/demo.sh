@@ -80,6 +80,22 @@ section "recommend: from the measure log (16 prompts) with the run's c and v(n)"
 "$S" recommend "$W/m.h5" --c "$c" --v-table "$vtab" --format json > "$W/rec_m.json"
 "$S" recommend "$W/m.h5" --c "$c" --v-table "$vtab" | awk '$0 == "# recommendation" { on = 1 } on && /^$/ { exit } on'
 
+section "choose gamma: a sweep (each prompt at gamma 1, 2, 3 and plain, back to back) and one answer"
+"$S" run --target "$TARGET" --draft "$DRAFT" --prompts "$W/run_prompts.txt" --tokens 64 --gamma 1:3 --seed 1 \
+  --out "$W/sweep.h5" --format json > "$W/sweep.json"
+"$S" recommend "$W/m.h5" "$W/sweep.h5" --gamma-max 8 --format json > "$W/rec_sweep.json"
+"$PY" - "$W/rec_sweep.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = lambda x: "-" if x is None else f"{x:.3f}"
+print(f"{'gamma':>5} {'replay tok/iter':>15} {'cost/iter':>10} {'predicted':>10} {'measured':>10} {'error':>8}  cost source")
+for r in d["per_gamma"]:
+    print(f"{r['gamma']:>5} {f(r['tokens_per_iteration']):>15} {f(r['cost_per_iteration']):>10} {f(r['predicted_speedup']):>10} "
+          f"{f(r['measured_speedup']):>10} {f(r['prediction_error']):>8}  {r['cost_source']}")
+r = d["recommendation"][0]
+print(f"recommended gamma {r['gamma']} ({r['basis']}): {r['expected_speedup']:.3f} [{r['speedup_ci_lo']:.3f}, {r['speedup_ci_hi']:.3f}]")
+PY
+
 section "verify"
 echo "The real pair in one process: 1000 speculative and 1000 autoregressive 4-token continuations."
 rc=0; "$S" verify --target "$TARGET" --draft "$DRAFT" --prompt "$(head -n 1 "$W/run_prompts.txt")" --samples 1000 \
@@ -109,7 +125,7 @@ section "summary"
 import json, os, sys
 W, FIG, NB, secs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 L = lambda n: json.load(open(os.path.join(W, n)))
-an, run, rr, rm = L("analyze.json"), L("run.json"), L("rec_run.json"), L("rec_m.json")
+an, run, rr, rm, rs = L("analyze.json"), L("run.json"), L("rec_run.json"), L("rec_m.json"), L("rec_sweep.json")
 ve, vb = L("verify_exact.json"), L("verify_bug.json")
 s = an["summary"][0]
 R = {r["metric"]: r for r in run["run"]}
@@ -119,7 +135,7 @@ print(f"alpha (measure)  {s['alpha']:.3f}, 95% CI [{s['alpha_ci_lo']:.3f}, {s['a
       f"({s['sequences']} prompts, {s['rows']} positions)")
 print(f"alpha (run)      {ci(R['alpha_hat'])}  at gamma {R['gamma']['value']:.0f}")
 print(f"costs (run)      c = {R['c']['value']:.3f}, v(gamma+1) = {R['v_gamma_plus_1']['value']:.2f} target steps")
-for name, rec in (("run log:    ", rr), ("measure log:", rm)):
+for name, rec in (("run log:    ", rr), ("measure log:", rm), ("m + sweep:  ", rs)):
     r = rec["recommendation"][0]
     print(f"gamma, {name} {r['gamma']}: expected speedup {r['expected_speedup']:.3f} "
           f"[{r['speedup_ci_lo']:.3f}, {r['speedup_ci_hi']:.3f}]" + ("  (0 = do not speculate)" if r["gamma"] == 0 else ""))

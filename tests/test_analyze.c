@@ -229,24 +229,29 @@ Test(analyze, measure_log_against_naive)
     cr_assert(fabs(res.alpha - sa / (double)total) < 1e-12);
     /* float32 storage moves beta by at most V * 2^-24 relative. */
     cr_assert(res.beta_dists_maxdiff < 128 * 0x1p-24, "%g", res.beta_dists_maxdiff);
-    /* Windows: U_k = mean over windows of prod_{i<=k} beta, every sequence of N >= G positions. */
-    double U[8] = {0}, W = 0;
-    for (size_t s = 0; s < ns; s++)
-        for (size_t t = 0; t + G <= N; t++) {
-            double prod = 1;
-            for (size_t k = 0; k < G; k++) prod *= beta[s * N + t + k], U[k] += prod;
-            W += 1;
-        }
-    double en = 1;
+    /* Windows, per gamma = k + 1 over every window of that length (issue 17, defect 7): U_k = mean of
+     * prod_{i<=k} beta_{t+i}, E[N](gamma) = mean of sum_{j<=gamma} prod_{i<j} beta_{t+i}, by
+     * direct loops over each window. Acceptance at position 1 is then alpha on the same rows. */
     for (size_t k = 0; k < G; k++) {
-        en += U[k] / W;
-        cr_assert(fabs(res.uncond[k] - U[k] / W) < 1e-12, "position %zu", k + 1);
-        cr_assert(fabs(res.en_replay[k] - en) < 1e-12);
-        double th;
-        /* sl_theory's position-dependent E[N] with the conditional vector equals the window mean. */
-        cr_assert_eq(sl_theory_beta_expected_tokens(res.cond, (int)k + 1, &th), SL_OK);
-        cr_assert(fabs(th - en) < 1e-12);
+        double U = 0, E = 0, W = 0;
+        for (size_t s = 0; s < ns; s++)
+            for (size_t t = 0; t + k + 1 <= N; t++) {
+                double prod = 1, e = 1;
+                for (size_t j = 0; j <= k; j++) prod *= beta[s * N + t + j], e += prod;
+                U += prod, E += e, W += 1;
+            }
+        cr_assert(fabs(res.uncond[k] - U / W) < 1e-12, "position %zu", k + 1);
+        cr_assert(fabs(res.en_replay[k] - E / W) < 1e-12, "gamma %zu: %.17g vs %.17g", k + 1, res.en_replay[k], E / W);
     }
+    cr_assert(fabs(res.uncond[0] - res.alpha) < 1e-12, "replayed acceptance at position 1 is alpha");
+    /* ... and the replay of a gamma does not depend on --gamma-max (it dropped rows before). */
+    sl_analyze_opts o1 = o;
+    o1.gamma_max = 1;
+    sl_analyze_result r1;
+    cr_assert_eq(sl_analyze_file(path, &o1, &r1), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(r1.en_replay[0], res.en_replay[0]);
+    cr_assert_eq(r1.uncond[0], res.uncond[0]);
+    sl_analyze_result_free(&r1);
     cr_assert(res.alpha_lo <= res.alpha && res.alpha <= res.alpha_hi);
     sl_log_pos_block_free(&b);
     free(p), free(q), free(beta);

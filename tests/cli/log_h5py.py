@@ -60,18 +60,21 @@ with tempfile.TemporaryDirectory() as d:
         t0 = (p[np.arange(len(p)), q.argmax(1)] >= 0.5 * p.max(1)).mean()
         check(abs(len_[0.5]["alpha_standard"] - al) < 1e-12 and abs(len_[0.5]["alpha_temperature0"] - t0) < 1e-12,
               f"{dist}: lenience at l = 0.5")
-        # replay: U_k = mean over windows of prod_{i<=k} beta within each sequence
-        G, U, W = 6, np.zeros(6), 0
+        # window replay per gamma over every window of gamma positions within each sequence
+        G = 6
+        U, E, W = np.zeros(G), np.zeros(G), np.zeros(G)
         start = 0
         for n in n_rows:
             b = beta[start:start + n]
-            for t in range(n - G + 1):
-                U += np.cumprod(b[t:t + G]); W += 1
+            for g in range(1, G + 1):
+                for t in range(n - g + 1):
+                    P = np.cumprod(b[t:t + g])
+                    U[g - 1] += P[-1]; E[g - 1] += 1 + P.sum(); W[g - 1] += 1
             start += n
-        U /= W
         got = np.array([r["unconditional_replay"] for r in rep["acceptance_by_position"]])
-        check(np.abs(got - U).max() < 1e-12, f"{dist}: unconditional acceptance per position (replay)")
+        check(np.abs(got - U / W).max() < 1e-12, f"{dist}: unconditional acceptance per position (replay)")
+        check(abs(got[0] - beta.mean()) < 1e-12, f"{dist}: replayed acceptance at position 1 is alpha")
         en = np.array([r["replay"] for r in rep["expected_tokens"]])
-        check(np.abs(en - (1 + np.cumsum(U))).max() < 1e-12, f"{dist}: expected tokens (replay)")
+        check(np.abs(en - E / W).max() < 1e-12, f"{dist}: expected tokens (window replay per gamma)")
         f.close()
 sys.exit(fail)
