@@ -89,6 +89,14 @@ for name, g, best, loss, err, ok1, ok2, gB, gA in verdict:
           f"recommend A.h5 alone: {gA}, B.h5 alone: {gB}")
     print(f"{name}: recommended gamma's speedup within 3% of the best measured: {'MET' if ok1 else 'MISSED'} ({100 * loss:+.1f}%)")
     print(f"{name}: prediction within 5% of the measured speedup: {'MET' if ok2 else 'MISSED'} ({100 * err:+.1f}%)")
+for name in ("distilled", "lookup"):
+    sub = [r for r in rows if r["pair"] == name]
+    drift = max(abs(r["cost_per_iteration_B"] / r["cost_per_iteration_A"] - 1) for r in sub)
+    inside = sum(r["measured_ci_lo_B"] <= r["predicted_speedup"] <= r["measured_ci_hi_B"] for r in sub)
+    same_tpi = max(abs(r["tokens_per_iteration_replay"] - r["tokens_per_iteration_observed"]) for r in sub)
+    print(f"{name}: |replay - observed tokens per iteration| <= {same_tpi:.2g}; cost per iteration, pass B vs pass A at "
+          f"the same gamma: up to {100 * drift:.1f}% apart (the noise floor of any prediction from pass A); "
+          f"predictions inside pass B's 95% CI: {inside} of {len(sub)}")
 print(f"table: {out}")
 PY
 if [ "$README" = 1 ]; then
