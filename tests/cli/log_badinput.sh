@@ -58,7 +58,7 @@ check_bad "token 3" analyze --validate "$D/neg.h5"
 check_bad "schema version 2" analyze --validate "$D/v2.h5"
 "$S" analyze --validate "$D/good.h5" --format csv | grep -q ',1,1$' || { echo "FAIL: analyze --validate good.h5"; fail=1; }
 check_bad "beta-level data only" analyze --beta-only "$D/beta.h5"
-check_bad "--c: .*no measured costs" recommend "$D/good.h5"
+check_bad "--c: .*measure log without costs" recommend "$D/good.h5"
 check_bad "gamma-max" analyze --gamma-max 0 "$D/good.h5"
 check_bad "lenience" analyze --lenience 0 "$D/good.h5"
 check_bad "v-table" analyze --v-table 2 "$D/good.h5"
