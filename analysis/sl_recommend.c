@@ -62,6 +62,7 @@ typedef struct {
     int measured[SL_RECOMMEND_GMAX + 1];
     double *draws;                           /* (n_boot, G + 1) or NULL: no CI */
     double fit_a, fit_b, fit_err;
+    int fit_usable;                          /* the line rises with gamma: used for unmeasured gammas */
     const char *kind;                        /* "run log", "cost table", "--c" */
     sl_run_sweep sweep;                      /* when loaded from a run log */
     int have_sweep;
@@ -112,16 +113,20 @@ static void fill_unmeasured(cost_table *t, const sl_run_costs *cal)
         t->fit_err = 0;
         for (size_t g = 1; g <= G; g++)
             if (t->measured[g]) t->fit_err = fmax(t->fit_err, fabs((t->fit_a + t->fit_b * (double)g) / t->cost[g] - 1));
-        for (size_t g = 1; g <= G; g++) {
-            if (t->measured[g]) continue;
-            t->cost[g] = t->fit_a + t->fit_b * (double)g;
+        /* An iteration costs more with more drafts: a line that does not rise (timings disturbed by
+         * other load) says nothing about the gammas between and beyond, so they stay unknown. */
+        t->fit_usable = t->fit_b > 0;
+        for (size_t g = 1; g <= G && t->fit_usable; g++) {
+            double f = t->fit_a + t->fit_b * (double)g;
+            if (t->measured[g] || !(f > 0)) continue;
+            t->cost[g] = f;
             t->src[g] = "fit a + b gamma";
         }
         for (size_t b = 0; t->draws && b < t->n_boot; b++) {
             double *d = t->draws + b * (G + 1), fa, fb;
             line_fit(d, t->measured, G, &fa, &fb);
             for (size_t g = 1; g <= G; g++)
-                if (!t->measured[g]) d[g] = fa + fb * (double)g;
+                if (!t->measured[g]) d[g] = t->fit_usable && fb > 0 && fa + fb * (double)g > 0 ? fa + fb * (double)g : NAN;
         }
         return;
     }
@@ -596,12 +601,20 @@ int sl_recommend_run(const sl_recommend_config *cfg, sl_recommend_result *res)
         snprintf(res->inputs, sizeof res->inputs, "tokens per iteration: %s; costs: %s (%s)%s%s%s",
                  in.measure ? "sequential replay of the measure log" : "the run logs (Equation 1 at alpha_hat elsewhere)",
                  main_t.label, main_t.kind,
-                 isfinite(main_t.fit_err) ? "; unmeasured gammas from a line a + b gamma" : "",
+                 isfinite(main_t.fit_err) && main_t.fit_usable ? "; unmeasured gammas from a line a + b gamma" : "",
                  any_meas ? "; measured speedups from the run logs outrank predictions" : "",
                  in.n_runs ? "" : "; no measured speedup");
-        if (isfinite(main_t.fit_err))
+        if (isfinite(main_t.fit_err) && main_t.fit_usable)
             add_note(res, "cost per iteration ~ %.4g + %.4g gamma over the measured gammas (max relative error %.2g%%)",
                      main_t.fit_a, main_t.fit_b, 100 * main_t.fit_err);
+        else if (isfinite(main_t.fit_err))
+            add_note(res, "the measured cost per iteration does not rise with gamma (slope %.3g: timings disturbed by "
+                          "other load?): gammas not measured get no prediction",
+                     main_t.fit_b);
+        if (any_meas && res->gamma > 0 && isfinite(res->speedup_lo) && res->speedup_hi - res->speedup_lo > 0.5 * res->speedup)
+            add_note(res, "the measured speedup at gamma %d is noisy (CI [%.3g, %.3g]): more prompts or a quieter "
+                          "machine would sharpen the choice",
+                     res->gamma, res->speedup_lo, res->speedup_hi);
         if (in.measure && !rs.deterministic)
             add_note(res, "the replay assumes the exact acceptance rule; a lenient rule accepts more often");
     }

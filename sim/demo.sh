@@ -75,10 +75,12 @@ done
 
 section "recommend: the gamma to deploy, from the run log (its measured costs)"
 "$S" recommend "$W/run.h5" --format json > "$W/rec_run.json"
-"$S" recommend "$W/run.h5" | awk '$0 == "# recommendation" { on = 1 } on && /^$/ { exit } on'
+"$S" recommend "$W/run.h5" > "$W/rec_run.txt"
+awk '$0 == "# recommendation" { on = 1 } on && /^$/ { exit } on' "$W/rec_run.txt"
 section "recommend: from the measure log (16 prompts) with the run's c and v(n)"
 "$S" recommend "$W/m.h5" --c "$c" --v-table "$vtab" --format json > "$W/rec_m.json"
-"$S" recommend "$W/m.h5" --c "$c" --v-table "$vtab" | awk '$0 == "# recommendation" { on = 1 } on && /^$/ { exit } on'
+"$S" recommend "$W/m.h5" --c "$c" --v-table "$vtab" > "$W/rec_m.txt"
+awk '$0 == "# recommendation" { on = 1 } on && /^$/ { exit } on' "$W/rec_m.txt"
 
 section "choose gamma: a sweep (each prompt at gamma 1, 2, 3 and plain, back to back) and one answer"
 "$S" run --target "$TARGET" --draft "$DRAFT" --prompts "$W/run_prompts.txt" --tokens 64 --gamma 1:3 --seed 1 \

@@ -114,6 +114,14 @@ with tempfile.TemporaryDirectory() as d:
               for g in range(1, G + 1) if g not in meas)
     check(ok, "CSV: measured gammas as given, the others on numpy's least-squares line (1e-9)")
     check(any("max relative error" in n["note"] for n in rec["notes"]), "the line's error is reported")
+    # A table whose cost falls with gamma (disturbed timings): no line is drawn through it.
+    with open(tab, "w") as f:
+        f.write("gamma,cost_per_iteration\n1,1.5\n3,1.2\n")
+    rec = run_json("recommend", m, "--costs", tab)
+    per = {x["gamma"]: x for x in rec["per_gamma"]}
+    check(per[2]["cost_per_iteration"] is None and per[5]["predicted_speedup"] is None
+          and any("does not rise" in n["note"] for n in rec["notes"]),
+          "a falling cost table: unmeasured gammas get no prediction, and a note says why")
     for body, what in [("gamma,c\n1,0.1\n", "header"), ("gamma,c,v\n1,0.1\n", "fields"), ("gamma,c,v\n1,x,1\n", "number"),
                        ("gamma,c,v\n0,0.1,1\n", "gamma 0"), ("gamma,c,v\n1,0.1,1\n1,0.1,1\n", "twice"),
                        ("gamma,cost_per_iteration\n2,-1\n", "negative"), ("", "empty")]:
