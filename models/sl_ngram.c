@@ -329,6 +329,8 @@ int sl_ngram_open(const char *path, sl_ngram **out)
         rc = sl_fail(SL_EINPUT, "%s: smoothing %s does not fit order %g", path, sl_ngram_smoothing_name(m->smoothing), order);
     if (!rc && !(k > 0 && isfinite(k))) rc = sl_fail(SL_EINPUT, "%s: add_k %g: expected > 0", path, k);
     if (!rc && order == 2 && !(D > 0 && D <= 1)) rc = sl_fail(SL_EINPUT, "%s: discount %g: expected (0, 1]", path, D);
+    /* A count the uint64 cast can hold (json ints reach here as doubles; 2^63 is exact in double). */
+    if (!rc && !(N >= 1 && N < 0x1p63)) rc = sl_fail(SL_EINPUT, "%s: n_tokens %g: expected 1..2^63-1", path, N);
     if (!rc) {
         m->vocab_size = (size_t)V;
         m->order = (int)order;
