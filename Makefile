@@ -24,7 +24,8 @@ ifeq ($(DEBUG),1)
 OPT = -O0 -g -march=x86-64-v3
 endif
 ifeq ($(SANITIZE),1)
-OPT += -g -fsanitize=address,undefined -fno-omit-frame-pointer
+# Every UB report is fatal (exit code 1 and a stack), as an ASan report is.
+OPT += -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDSAN = -fsanitize=address,undefined
 endif
 
@@ -47,7 +48,7 @@ LIB = $(BUILD)/libspeclab.a
 BIN = $(BUILD)/speclab
 TEST_BIN = $(BUILD)/test_speclab
 
-.PHONY: all deps test bench demo figures clean cuda
+.PHONY: all deps san test bench demo figures clean cuda
 all: $(BIN)
 
 deps:
@@ -86,9 +87,19 @@ $(BUILD)/bench/%: tests/bench/%.c $(LIB) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
+# The sanitizer build used by `make test` (tests/san/): the same sources with AddressSanitizer and
+# UndefinedBehaviorSanitizer, every UB report fatal, in its own folder so it never mixes with $(BUILD).
+BUILD_SAN ?= build-san
+BIN_SAN = $(BUILD_SAN)/speclab
+TEST_BIN_SAN = $(BUILD_SAN)/test_speclab
+SAN_MAKE = $(MAKE) --no-print-directory BUILD=$(BUILD_SAN) SANITIZE=1
+san: deps
+	@$(SAN_MAKE) $(BIN_SAN) $(TEST_BIN_SAN)
+
 test: deps
 	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN)
-	@SPECLAB=$(BIN) TEST_BIN=$(TEST_BIN) bash tests/run_all.sh
+	@$(SAN_MAKE) $(BIN_SAN) $(TEST_BIN_SAN)
+	@SPECLAB=$(BIN) TEST_BIN=$(TEST_BIN) SPECLAB_SAN=$(BIN_SAN) TEST_BIN_SAN=$(TEST_BIN_SAN) bash tests/run_all.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BIN) $(BENCH_BIN)
@@ -114,6 +125,6 @@ $(BUILD)/libsl_train_cuda.so: models/train/sl_train_gpu.c models/train/sl_train_
 	$(NVCC) -O3 -arch=$(NVCC_ARCH) -x cu -Imodels/train -Xcompiler -fPIC,-fvisibility=hidden -shared -o $@ $< -lcublas
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD_SAN)
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
