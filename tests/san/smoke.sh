@@ -35,7 +35,7 @@ head -c 4000 data/prompts/prose.txt >"$T/corpus.txt"
 expect 0 "theory" theory --alpha 0.8 --gamma 1:8 --format csv
 expect 0 "dist" dist --p 0.5,0.3,0.2 --q 0.2,0.3,0.5 --format json
 expect 0 "mc" mc --family noisy --iterations 2000 --format json
-expect 0 "verify (synthetic, exact rule)" verify --family noisy --iterations 2000 --format json
+expect 0 "verify (synthetic, exact rule)" verify --family noisy --iterations 500 --format json
 expect 0 "verify --exact" verify --family noisy --vocab 4 --gamma 2 --exact
 expect 0 "verify --power" verify --power --tv 0.05 --df 3
 expect 0 "verify --replications" verify --replications 3 --iterations 500 --vocab 4 --gamma 2
