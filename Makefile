@@ -11,6 +11,8 @@ DEB_PKGS = build-essential pkg-config libgsl-dev libopenblas-dev libhdf5-dev lib
 PKGS = gsl openblas hdf5 json-c libpcre2-8
 # analysis/sl_log: raw HDF5 chunks inflated by libdeflate, sha256 of model files by nettle.
 DEB_PKGS += libdeflate-dev nettle-dev
+# make test: valgrind memcheck on the CLI smoke test (tests/san/valgrind.sh).
+DEB_PKGS += valgrind
 PKGS += libdeflate nettle
 # pkg-config is asked lazily so that `make deps` works before the packages exist.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -92,12 +94,14 @@ $(BUILD)/bench/%: tests/bench/%.c $(LIB) $(wildcard tests/*.h)
 BUILD_SAN ?= build-san
 BIN_SAN = $(BUILD_SAN)/speclab
 TEST_BIN_SAN = $(BUILD_SAN)/test_speclab
-SAN_MAKE = $(MAKE) --no-print-directory BUILD=$(BUILD_SAN) SANITIZE=1
+# `make test` builds with 2 jobs unless make was given -j (the CI machine has 2 cores).
+TEST_J = $(if $(filter -j%,$(MAKEFLAGS)),,-j2)
+SAN_MAKE = $(MAKE) --no-print-directory $(TEST_J) BUILD=$(BUILD_SAN) SANITIZE=1
 san: deps
 	@$(SAN_MAKE) $(BIN_SAN) $(TEST_BIN_SAN)
 
 test: deps
-	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN)
+	@$(MAKE) --no-print-directory $(TEST_J) $(BIN) $(TEST_BIN)
 	@$(SAN_MAKE) $(BIN_SAN) $(TEST_BIN_SAN)
 	@SPECLAB=$(BIN) TEST_BIN=$(TEST_BIN) SPECLAB_SAN=$(BIN_SAN) TEST_BIN_SAN=$(TEST_BIN_SAN) bash tests/run_all.sh
 
