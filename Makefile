@@ -11,6 +11,8 @@ DEB_PKGS = build-essential pkg-config libgsl-dev libopenblas-dev libhdf5-dev lib
 PKGS = gsl openblas hdf5 json-c libpcre2-8
 # analysis/sl_log: raw HDF5 chunks inflated by libdeflate, sha256 of model files by nettle.
 DEB_PKGS += libdeflate-dev nettle-dev
+# make test: valgrind memcheck on the CLI smoke test (tests/san/valgrind.sh).
+DEB_PKGS += valgrind
 PKGS += libdeflate nettle
 # pkg-config is asked lazily so that `make deps` works before the packages exist.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -24,7 +26,8 @@ ifeq ($(DEBUG),1)
 OPT = -O0 -g -march=x86-64-v3
 endif
 ifeq ($(SANITIZE),1)
-OPT += -g -fsanitize=address,undefined -fno-omit-frame-pointer
+# Every UB report is fatal (exit code 1 and a stack), as an ASan report is.
+OPT += -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDSAN = -fsanitize=address,undefined
 endif
 
@@ -47,7 +50,7 @@ LIB = $(BUILD)/libspeclab.a
 BIN = $(BUILD)/speclab
 TEST_BIN = $(BUILD)/test_speclab
 
-.PHONY: all deps test bench demo figures clean cuda
+.PHONY: all deps san test bench demo figures clean cuda
 all: $(BIN)
 
 deps:
@@ -86,9 +89,21 @@ $(BUILD)/bench/%: tests/bench/%.c $(LIB) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
+# The sanitizer build used by `make test` (tests/san/): the same sources with AddressSanitizer and
+# UndefinedBehaviorSanitizer, every UB report fatal, in its own folder so it never mixes with $(BUILD).
+BUILD_SAN ?= build-san
+BIN_SAN = $(BUILD_SAN)/speclab
+TEST_BIN_SAN = $(BUILD_SAN)/test_speclab
+# `make test` builds with 2 jobs unless make was given -j (the CI machine has 2 cores).
+TEST_J = $(if $(filter -j%,$(MAKEFLAGS)),,-j2)
+SAN_MAKE = $(MAKE) --no-print-directory $(TEST_J) BUILD=$(BUILD_SAN) SANITIZE=1
+san: deps
+	@$(SAN_MAKE) $(BIN_SAN) $(TEST_BIN_SAN)
+
 test: deps
-	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN)
-	@SPECLAB=$(BIN) TEST_BIN=$(TEST_BIN) bash tests/run_all.sh
+	@$(MAKE) --no-print-directory $(TEST_J) $(BIN) $(TEST_BIN)
+	@$(SAN_MAKE) $(BIN_SAN) $(TEST_BIN_SAN)
+	@SPECLAB=$(BIN) TEST_BIN=$(TEST_BIN) SPECLAB_SAN=$(BIN_SAN) TEST_BIN_SAN=$(TEST_BIN_SAN) bash tests/run_all.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BIN) $(BENCH_BIN)
@@ -114,6 +129,6 @@ $(BUILD)/libsl_train_cuda.so: models/train/sl_train_gpu.c models/train/sl_train_
 	$(NVCC) -O3 -arch=$(NVCC_ARCH) -x cu -Imodels/train -Xcompiler -fPIC,-fvisibility=hidden -shared -o $@ $< -lcublas
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD_SAN)
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

@@ -36,6 +36,38 @@ for t in tests/cli/*.sh tests/cli/*.py; do
   if [ $? -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$t"); fi
 done
 
+echo "== normal pass done after $SECONDS s =="
+
+# The sanitizer pass (tests/san/README.md): the unit tests and the CLI tests most likely to reach
+# memory bugs (every command once; every bad-input script) with the ASan+UBSan build, then the smoke
+# test under valgrind memcheck. `make test` builds build-san/ first; run alone, this skips it if absent.
+if [ -n "${SPECLAB_SAN:-}" ] && [ -x "$SPECLAB_SAN" ] && [ -x "${TEST_BIN_SAN:-}" ]; then
+  # Left out under ASan (each >= 2.5 s unsanitized, 3-4x that under ASan, ~85% of the unit tests'
+  # time): statistical replications and long training runs whose code the kept tests also execute
+  # on smaller inputs. They still run above, unsanitized.
+  SLOW='train/loss_falls_on_repetitive_corpus|train/resume_equals_uninterrupted_ce'
+  SLOW+='|train/resume_equals_uninterrupted_distill_tv|train/accumulation_equals_one_big_batch'
+  SLOW+='|train/gradients_kl|train/gradients_tv|train_gpu/kl_matches_cpu|train_gpu/tv_matches_cpu'
+  SLOW+='|train_gpu/ce_untied_matches_cpu|verify/p_values_are_uniform_under_exact_sampler'
+  SLOW+='|verify_models/pit_p_values_uniform_over_replications|verify_models/every_bug_rule_rejected'
+  SLOW+='|verify_models/exact_rule_consistent_and_tests_present|spec_enum/every_wrong_variant_fails'
+  SLOW+='|spec_enum/exact_rule_reproduces_target|spec_enum/lenient_at_l1_reproduces_target'
+  SLOW+='|spec_enum/sampler_match_reproduces_target|engine/block_scoring_equals_single_token_calls'
+  SLOW+='|tok/heap_merge_equals_naive|verify_two/truncated_and_flipped_files_never_crash'
+  export SAN_UNIT_FILTER="!($SLOW)"
+  for item in unit smoke tests/cli/hardening.sh tests/cli/log_badinput.sh tests/cli/drafts_badinput.sh \
+      tests/cli/badinput_cli.sh tests/cli/dist.sh tests/cli/test_tokenize.sh tests/cli/engine.sh replay; do
+    echo "== ASan+UBSan: $item =="
+    if bash tests/san/run.sh "$item"; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("asan:$item"); fi
+  done
+  echo "== sanitizer pass done after $SECONDS s =="
+else
+  echo "== sanitizer pass skipped: no SPECLAB_SAN/TEST_BIN_SAN build (make test or make san builds build-san/) =="
+fi
+echo "== valgrind memcheck: tests/san/valgrind.sh =="
+if SPECLAB=$SPECLAB SMOKE_LIGHT=1 bash tests/san/valgrind.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("valgrind"); fi
+echo "== all done after $SECONDS s =="
+
 [ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
