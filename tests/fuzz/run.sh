@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/fuzz/run.sh: builds the libFuzzer harnesses (build.sh) and runs each for SECONDS (default 60),
-# one at a time, on one core: new inputs go to build/fuzz/corpus/NAME (tests/fuzz/corpus/NAME is
+# one at a time, in-process (one core): new inputs go to build/fuzz/corpus/NAME (tests/fuzz/corpus/NAME is
 # read as seeds), crashes to build/fuzz/crashes/, logs to build/fuzz/logs/NAME.log.
 # With --merge, the new inputs are then minimised into tests/fuzz/corpus/NAME (libFuzzer -merge=1).
 # Usage: bash tests/fuzz/run.sh [--merge] [SECONDS] [NAME...]
@@ -16,13 +16,14 @@ if [ ${#names[@]} -eq 0 ]; then
 fi
 bash tests/fuzz/build.sh "${names[@]}" || exit 2
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/fuzz/lsan.supp:print_suppressions=0}
 mkdir -p build/fuzz/logs build/fuzz/crashes
 status=0
 for n in "${names[@]}"; do
     mkdir -p build/fuzz/corpus/$n tests/fuzz/corpus/$n
     dict=(); [ -f tests/fuzz/dict/$n.dict ] && dict=(-dict=tests/fuzz/dict/$n.dict)
     echo "fuzz $n: ${secs} s"
-    build/fuzz/fuzz_$n -max_total_time=$secs -jobs=1 -workers=1 -timeout=20 -rss_limit_mb=2048 -max_len=65536 \
+    build/fuzz/fuzz_$n -max_total_time=$secs -timeout=20 -rss_limit_mb=2048 -max_len=65536 \
         -print_final_stats=1 -artifact_prefix=build/fuzz/crashes/$n- "${dict[@]}" \
         build/fuzz/corpus/$n tests/fuzz/corpus/$n >build/fuzz/logs/$n.log 2>&1 || status=1
     grep -E '^#[0-9]+.*(DONE|pulse|NEW)' build/fuzz/logs/$n.log | tail -1
