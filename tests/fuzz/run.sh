@@ -2,7 +2,8 @@
 # tests/fuzz/run.sh: builds the libFuzzer harnesses (build.sh) and runs each for SECONDS (default 60),
 # one at a time, in-process (one core): new inputs go to build/fuzz/corpus/NAME (tests/fuzz/corpus/NAME is
 # read as seeds), crashes to build/fuzz/crashes/, logs to build/fuzz/logs/NAME.log.
-# With --merge, the new inputs are then minimised into tests/fuzz/corpus/NAME (libFuzzer -merge=1).
+# With --merge, the new inputs are then minimised into tests/fuzz/corpus/NAME (libFuzzer -merge=1);
+# the regression files (regress-*: inputs that crashed once) are always kept.
 # Usage: bash tests/fuzz/run.sh [--merge] [SECONDS] [NAME...]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,9 +17,10 @@ if [ ${#names[@]} -eq 0 ]; then
 fi
 bash tests/fuzz/build.sh "${names[@]}" || exit 2
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-# A damaged HDF5 file can make libhdf5 ask malloc for hundreds of GB, which glibc refuses (NULL, and
-# libhdf5 fails cleanly); under ASan the same call would abort unless it may return NULL too.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1}
+# A damaged HDF5 file can make libhdf5 ask malloc for GBs (17 GB, 361 GB seen), which glibc refuses
+# (NULL, and libhdf5 fails cleanly); under ASan the call would abort, or succeed and fill GBs, unless
+# allocations above 2 GB return NULL as well.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:max_allocation_size_mb=2048}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/fuzz/lsan.supp:print_suppressions=0}
 mkdir -p build/fuzz/logs build/fuzz/crashes
 status=0
@@ -36,7 +38,7 @@ for n in "${names[@]}"; do
         rm -f build/fuzz/merged/$n/*
         build/fuzz/fuzz_$n -merge=1 -timeout=20 -rss_limit_mb=2048 build/fuzz/merged/$n tests/fuzz/corpus/$n \
             build/fuzz/corpus/$n >build/fuzz/logs/$n.merge.log 2>&1 &&
-            rm -f tests/fuzz/corpus/$n/* && cp build/fuzz/merged/$n/* tests/fuzz/corpus/$n/
+            find tests/fuzz/corpus/$n -type f ! -name 'regress-*' -delete && cp build/fuzz/merged/$n/* tests/fuzz/corpus/$n/
         echo "fuzz $n: corpus $(ls tests/fuzz/corpus/$n | wc -l) files, $(du -sh tests/fuzz/corpus/$n | cut -f1)"
     fi
 done
