@@ -20,7 +20,7 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 # A damaged HDF5 file can make libhdf5 ask malloc for GBs (17 GB, 361 GB seen), which glibc refuses
 # (NULL, and libhdf5 fails cleanly); under ASan the call would abort, or succeed and fill GBs, unless
 # allocations above 2 GB return NULL as well.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:max_allocation_size_mb=2048}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:max_allocation_size_mb=2048:suppressions=$PWD/tests/fuzz/asan.supp}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/fuzz/lsan.supp:print_suppressions=0}
 mkdir -p build/fuzz/logs build/fuzz/crashes
 status=0
