@@ -17,7 +17,7 @@ if [ ${#names[@]} -eq 0 ]; then
 fi
 bash tests/fuzz/build.sh "${names[@]}" || exit 2
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-# A damaged HDF5 file can make libhdf5 ask malloc for GBs (17 GB, 361 GB seen), which glibc refuses
+# A damaged HDF5 file can make libhdf5 ask malloc for hundreds of GB (361 GB seen), which glibc refuses
 # (NULL, and libhdf5 fails cleanly); under ASan the call would abort, or succeed and fill GBs, unless
 # allocations above 2 GB return NULL as well.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:max_allocation_size_mb=2048:suppressions=$PWD/tests/fuzz/asan.supp}
@@ -28,7 +28,7 @@ for n in "${names[@]}"; do
     mkdir -p build/fuzz/corpus/$n tests/fuzz/corpus/$n
     dict=(); [ -f tests/fuzz/dict/$n.dict ] && dict=(-dict=tests/fuzz/dict/$n.dict)
     echo "fuzz $n: ${secs} s"
-    build/fuzz/fuzz_$n -max_total_time=$secs -timeout=20 -rss_limit_mb=2048 -malloc_limit_mb=1000000 -max_len=65536 \
+    build/fuzz/fuzz_$n -max_total_time=$secs -timeout=20 -rss_limit_mb=3072 -malloc_limit_mb=1000000 -max_len=65536 \
         -print_final_stats=1 -artifact_prefix=build/fuzz/crashes/$n- "${dict[@]}" \
         build/fuzz/corpus/$n tests/fuzz/corpus/$n >build/fuzz/logs/$n.log 2>&1 || status=1
     grep -E '^#[0-9]+.*(DONE|pulse|NEW)' build/fuzz/logs/$n.log | tail -1

@@ -16,7 +16,7 @@ for n in "${names[@]}"; do
     log=build/fuzz/logs/$n.log
     [ -f "$log" ] || continue
     { grep -E '^INFO: Seed|^INFO: seed corpus' "$log" | head -2; grep -E '^#[0-9]+' "$log" | tail -4;
-      grep -E '==ERROR|runtime error|deadly signal|^stat::|^Done|SUMMARY' "$log"; } > tests/fuzz/logs/$n.log
+      grep -E '==ERROR|ERROR: libFuzzer|runtime error|deadly signal|^stat::|^Done|SUMMARY' "$log"; } > tests/fuzz/logs/$n.log
     secs=$(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$log" | tail -1 | grep -oE '[0-9]+ second' | cut -d' ' -f1)
     # A run stopped by a finding prints no Done line: executions / executions per second, about.
     avg=$(grep -oE '^stat::average_exec_per_sec: +[0-9]+' "$log" | tail -1 | grep -oE '[0-9]+$')
@@ -25,7 +25,7 @@ for n in "${names[@]}"; do
     last=$(grep -E '^#[0-9]+' "$log" | grep 'cov:' | tail -1)
     cov=$(grep -oE 'cov: [0-9]+' <<<"$last" | cut -d' ' -f2)
     ft=$(grep -oE 'ft: [0-9]+' <<<"$last" | cut -d' ' -f2)
-    crashes=$(grep -cE '==ERROR|runtime error:|deadly signal' "$log")
+    crashes=$(grep -cE '==ERROR|ERROR: libFuzzer|runtime error:|deadly signal' "$log")
     c=${n%%.*} # model.run1.log: an earlier run of harness model, stopped by its finding
     files=$(find tests/fuzz/corpus/$c -type f | wc -l)
     kib=$(du -sk tests/fuzz/corpus/$c | cut -f1)
