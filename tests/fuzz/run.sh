@@ -36,7 +36,7 @@ for n in "${names[@]}"; do
     if [ $merge -eq 1 ]; then
         mkdir -p build/fuzz/merged/$n
         rm -f build/fuzz/merged/$n/*
-        build/fuzz/fuzz_$n -merge=1 -timeout=20 -rss_limit_mb=2048 build/fuzz/merged/$n tests/fuzz/corpus/$n \
+        build/fuzz/fuzz_$n -merge=1 -artifact_prefix=build/fuzz/crashes/$n- -timeout=20 -rss_limit_mb=2048 build/fuzz/merged/$n tests/fuzz/corpus/$n \
             build/fuzz/corpus/$n >build/fuzz/logs/$n.merge.log 2>&1 &&
             find tests/fuzz/corpus/$n -type f ! -name 'regress-*' -delete && cp build/fuzz/merged/$n/* tests/fuzz/corpus/$n/
         echo "fuzz $n: corpus $(ls tests/fuzz/corpus/$n | wc -l) files, $(du -sh tests/fuzz/corpus/$n | cut -f1)"
