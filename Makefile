@@ -131,4 +131,14 @@ $(BUILD)/libsl_train_cuda.so: models/train/sl_train_gpu.c models/train/sl_train_
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN)
 
+# Fuzzing (tests/fuzz/README.md). fuzz: builds the libFuzzer harnesses with clang and runs each for
+# FUZZ_SECONDS (default 60), one at a time; fuzz-replay: replays the kept corpora tests/fuzz/corpus/
+# under AddressSanitizer + UBSan with $(CC), no clang needed (what `make test` runs).
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz fuzz-replay
+fuzz:
+	@bash tests/fuzz/run.sh $(FUZZ_SECONDS)
+fuzz-replay:
+	@bash tests/fuzz/replay.sh
+
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
