@@ -317,8 +317,10 @@ int sl_ngram_open(const char *path, sl_ngram **out)
     if (!rc && is_lookup) rc = cfg_num(c, "epsilon", path, 0, &le);
     if (!rc && is_lookup && (order != 1 || ln < 1 || ln > 64 || !(le > 0 && le <= 1)))
         rc = sl_fail(SL_EINPUT, "%s: a lookup file needs order 1, n in 1..64 and epsilon in (0, 1]", path);
-    m->lookup_n = (size_t)ln;
-    m->lookup_eps = le;
+    if (!rc) {
+        m->lookup_n = (size_t)ln;
+        m->lookup_eps = le;
+    }
     json_object *js;
     if (!rc && (!json_object_object_get_ex(c, "smoothing", &js) || !json_object_is_type(js, json_type_string) ||
                 sl_ngram_smoothing_parse(json_object_get_string(js), &m->smoothing)))
