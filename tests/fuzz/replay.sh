@@ -36,10 +36,11 @@ PKG_LIBS=$(pkg-config --libs $PKGS | sed 's/-lgslcblas//')
 # Sanitizer reports end the process with status 1 (leaks included); a hang is cut after 120 s.
 # allocator_may_return_null, max_allocation_size_mb: as in run.sh, libhdf5's giant mallocs on a
 # damaged file return NULL, as glibc's do.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:max_allocation_size_mb=2048:suppressions=$PWD/tests/fuzz/asan.supp:exitcode=86}
+# Appended to any options set by the caller (the suite's sanitizer pass): the later value of a flag wins.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1:max_allocation_size_mb=2048:suppressions=$PWD/tests/fuzz/asan.supp:exitcode=86"
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/fuzz/lsan.supp:print_suppressions=0}
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$PWD/tests/fuzz/lsan.supp:print_suppressions=0"
 files=0 harnesses=0 crashes=0
 for src in tests/fuzz/fuzz_*.c; do
     n=$(basename "$src" .c)
