@@ -8,19 +8,19 @@
 # the greedy text the run emits, so it must equal the observation; at T = 1 the measure log and the
 # run sample different texts from the same law, so they must agree within their CIs
 # (z = difference / combined standard error, the standard errors read off the 95% CIs).
-# Writes analysis/replay_check.csv (or --out FILE); --readme puts it into README.md. About 15
+# Writes analysis/replay_check.csv (or --out FILE); --doc puts it into analysis/CHOOSING_GAMMA.md. About 15
 # minutes on 2 cores.
 set -u
 cd "$(dirname "$0")/.."
 S=${SPECLAB:-build/speclab}
-OUT=analysis/replay_check.csv K=24 N=128 README=0
+OUT=analysis/replay_check.csv K=24 N=128 DOC=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
     --prompts) K=$2; shift 2 ;;
     --tokens) N=$2; shift 2 ;;
-    --readme) README=1; shift ;;
-    *) echo "usage: $0 [--out FILE.csv] [--prompts K] [--tokens N] [--readme]" >&2; exit 2 ;;
+    --doc) DOC=1; shift ;;
+    *) echo "usage: $0 [--out FILE.csv] [--prompts K] [--tokens N] [--doc]" >&2; exit 2 ;;
   esac
 done
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -77,4 +77,4 @@ for t in (0, 1):
           f"window replay max |diff| = {max(abs(r['window_replay'] - r['observed']) for r in sub):.4f}; "
           f"Eq. 1 max |diff| = {max(abs(r['iid_eq1'] - r['observed']) for r in sub):.4f}")
 PY
-[ "$README" = 0 ] || /usr/bin/python3 analysis/readme_table.py "$OUT" replay_check.csv
+[ "$DOC" = 0 ] || /usr/bin/python3 analysis/doc_table.py analysis/CHOOSING_GAMMA.md "$OUT" replay_check.csv

@@ -9,19 +9,19 @@
 # Targets (ratios within one invocation): the recommended gamma's measured speedup in pass B is
 # within 3% of the best gamma's in pass B, and the prediction is within 5% of pass B's measurement.
 # Also printed: the gamma `recommend B.h5` (the run log alone) picks, for "one answer".
-# Writes the table to --out FILE (default analysis/choose_gamma.csv) and, with --readme, puts it
-# into README.md between the choose_gamma markers.
+# Writes the table to --out FILE (default analysis/choose_gamma.csv) and, with --doc, puts it
+# into analysis/CHOOSING_GAMMA.md between the choose_gamma markers.
 set -u
 cd "$(dirname "$0")/../.."
 S=${SPECLAB:-build/speclab}
-OUT=analysis/choose_gamma.csv README=0 N=128 NP=24 GAMMAS=1,2,3,4,6,8
+OUT=analysis/choose_gamma.csv DOC=0 N=128 NP=24 GAMMAS=1,2,3,4,6,8
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
-    --readme) README=1; shift ;;
+    --doc) DOC=1; shift ;;
     --prompts) NP=$2; shift 2 ;;
     --tokens) N=$2; shift 2 ;;
-    *) echo "usage: $0 [--out FILE.csv] [--readme] [--prompts K] [--tokens N]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--out FILE.csv] [--doc] [--prompts K] [--tokens N]" >&2; exit 2 ;;
   esac
 done
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -99,8 +99,8 @@ for name in ("distilled", "lookup"):
           f"predictions inside pass B's 95% CI: {inside} of {len(sub)}")
 print(f"table: {out}")
 PY
-if [ "$README" = 1 ]; then
-  /usr/bin/python3 analysis/readme_table.py "$OUT" choose_gamma.csv pair gamma tokens_per_iteration_replay \
+if [ "$DOC" = 1 ]; then
+  /usr/bin/python3 analysis/doc_table.py analysis/CHOOSING_GAMMA.md "$OUT" choose_gamma.csv pair gamma tokens_per_iteration_replay \
     tokens_per_iteration_observed predicted_speedup measured_speedup_B measured_ci_lo_B measured_ci_hi_B \
     prediction_error_vs_B recommended
 fi
