@@ -192,12 +192,6 @@ static int sweep_draws(cost_table *t, uint64_t seed)
     return SL_OK;
 }
 
-static const char *base_name(const char *p)
-{
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
-}
-
 static int cost_from_run_log(cost_table *t, const char *path, uint64_t seed, double level)
 {
     sl_run_report_config rc = {t->n_boot > 0 ? (long)t->n_boot : 0, level, seed, 0};
@@ -206,8 +200,8 @@ static int cost_from_run_log(cost_table *t, const char *path, uint64_t seed, dou
     t->have_sweep = 1;
     t->kind = "run log";
     t->threads = t->sweep.threads;
-    if (t->threads > 0) snprintf(t->label, sizeof t->label, "threads=%d (%s)", t->threads, base_name(path));
-    else snprintf(t->label, sizeof t->label, "%s", base_name(path));
+    if (t->threads > 0) snprintf(t->label, sizeof t->label, "threads=%d (%s)", t->threads, sl_path_base(path));
+    else snprintf(t->label, sizeof t->label, "%s", sl_path_base(path));
     const sl_run_costs *cal = NULL;
     for (size_t i = 0; i < t->sweep.n; i++) {
         const sl_run_report *rep = &t->sweep.per_gamma[i];
@@ -230,7 +224,7 @@ static int cost_from_csv(cost_table *t, const char *path)
     FILE *f = fopen(path, "r");
     if (!f) return sl_fail(SL_EINPUT, "costs: cannot read %s: %s", path, strerror(errno));
     t->kind = "cost table";
-    snprintf(t->label, sizeof t->label, "%s", base_name(path));
+    snprintf(t->label, sizeof t->label, "%s", sl_path_base(path));
     char line[4096];
     int col_g = -1, col_cost = -1, col_c = -1, col_v = -1, col_o = -1, ncol = 0, rc = SL_OK;
     size_t lineno = 0, rows = 0;
@@ -451,6 +445,8 @@ int sl_recommend_run(const sl_recommend_config *cfg, sl_recommend_result *res)
         return sl_fail(SL_EINPUT, "gamma_max: %zu is outside [1, %d]", G, SL_RECOMMEND_GMAX);
     if (cfg->n_sims < 1) return sl_fail(SL_EINPUT, "sims: %zu; expected at least 1", cfg->n_sims);
     if (!(cfg->ci_level > 0 && cfg->ci_level < 1)) return sl_fail(SL_EINPUT, "ci_level: %g is outside (0, 1)", cfg->ci_level);
+    if (isfinite(cfg->c) && cfg->costs)
+        return sl_fail(SL_EINPUT, "costs: give either a cost table or c and v(n), not both");
     for (size_t i = 0; i < cfg->n_batch; i++)
         if (cfg->batch[i] < 1) return sl_fail(SL_EINPUT, "batch: %zu is not >= 1", cfg->batch[i]);
     inputs in;
@@ -459,8 +455,9 @@ int sl_recommend_run(const sl_recommend_config *cfg, sl_recommend_result *res)
 
     sl_replay_seqs rs;
     int have_rs = 0;
-    cost_table main_t, *runs = NULL, *dep = NULL;
-    cost_table_init(&main_t, G, B);
+    cost_table own, *runs = NULL, *dep = NULL;
+    const cost_table *ct = &own; /* the costs used: own (given or loaded), or the first run log's */
+    cost_table_init(&own, G, B);
     double *td = NULL, *scratch = NULL, *lat = NULL;
     double tpi[SL_RECOMMEND_GMAX + 1], tlo[SL_RECOMMEND_GMAX + 1], thi[SL_RECOMMEND_GMAX + 1];
     double pred[SL_RECOMMEND_GMAX + 1], plo[SL_RECOMMEND_GMAX + 1], phi[SL_RECOMMEND_GMAX + 1];
@@ -536,12 +533,10 @@ int sl_recommend_run(const sl_recommend_config *cfg, sl_recommend_result *res)
 
     /* Costs: given c and v(n), else the cost table, else the first run log. */
     if (!rc) {
-        if (isfinite(cfg->c)) cost_given(&main_t, cfg->c, cfg->vc);
-        else if (cfg->costs) rc = cost_load(&main_t, cfg->costs, cfg->seed, cfg->ci_level);
+        if (isfinite(cfg->c)) cost_given(&own, cfg->c, cfg->vc);
+        else if (cfg->costs) rc = cost_load(&own, cfg->costs, cfg->seed, cfg->ci_level);
         else if (in.n_runs) {
-            main_t = runs[0]; /* borrowed: runs[0] keeps ownership */
-            main_t.draws = runs[0].draws;
-            main_t.have_sweep = 0;
+            ct = &runs[0];
         } else
             rc = sl_fail(SL_EINPUT, "c: %s is a measure log without costs; give --costs RUN.h5|FILE.csv, a run log, or --c",
                          in.measure);
@@ -549,10 +544,10 @@ int sl_recommend_run(const sl_recommend_config *cfg, sl_recommend_result *res)
     if (!rc) {
         /* With tokens per iteration measured (no measure log) the draws of the replay are absent;
          * the CI then comes from the cost draws alone at measured gammas, Equation 1's elsewhere. */
-        predict(&main_t, tpi, td, B, G, cfg->ci_level, pred, plo, phi, scratch);
+        predict(ct, tpi, td, B, G, cfg->ci_level, pred, plo, phi, scratch);
         for (size_t g = 1; g <= G; g++)
             if (!td && !strcmp(tmeth[g], "Equation 1 at alpha_hat") && isfinite(tlo[g]))
-                plo[g] = tlo[g] / main_t.cost[g], phi[g] = thi[g] / main_t.cost[g];
+                plo[g] = tlo[g] / ct->cost[g], phi[g] = thi[g] / ct->cost[g];
             else if (!td && !strcmp(tmeth[g], "measured"))
                 plo[g] = mlo[g], phi[g] = mhi[g];
     }
@@ -569,18 +564,18 @@ int sl_recommend_run(const sl_recommend_config *cfg, sl_recommend_result *res)
         res->speedup_lo = g == 0 ? 1 : any_meas ? mlo[g] : plo[g];
         res->speedup_hi = g == 0 ? 1 : any_meas ? mhi[g] : phi[g];
         res->ci_level = cfg->ci_level;
-        res->c = g > 0 ? main_t.c_at[g] : NAN;
-        res->c_source = main_t.kind;
+        res->c = g > 0 ? ct->c_at[g] : NAN;
+        res->c_source = ct->kind;
         res->n_gamma = G;
         res->prediction_max_abs_error = NAN;
         for (size_t k = 1; k <= G; k++) {
             sl_recommend_gamma *x = &res->per[k - 1];
             x->gamma = (int)k;
             x->tokens_per_iteration = tpi[k], x->tpi_lo = tlo[k], x->tpi_hi = thi[k], x->tpi_method = tmeth[k];
-            x->cost = main_t.cost[k], x->cost_source = main_t.src[k];
+            x->cost = ct->cost[k], x->cost_source = ct->src[k];
             x->cost_lo = x->cost_hi = NAN;
-            if (main_t.draws) {
-                for (size_t b = 0; b < B; b++) scratch[b] = main_t.draws[b * (G + 1) + k];
+            if (ct->draws) {
+                for (size_t b = 0; b < B; b++) scratch[b] = ct->draws[b * (G + 1) + k];
                 percentile_ci(scratch, B, cfg->ci_level, &x->cost_lo, &x->cost_hi);
             }
             x->predicted = pred[k], x->pred_lo = plo[k], x->pred_hi = phi[k];
@@ -600,17 +595,17 @@ int sl_recommend_run(const sl_recommend_config *cfg, sl_recommend_result *res)
         if (res->at_cap) add_note(res, "the best gamma is the search cap %zu: a larger --gamma-max might do better", G);
         snprintf(res->inputs, sizeof res->inputs, "tokens per iteration: %s; costs: %s (%s)%s%s%s",
                  in.measure ? "sequential replay of the measure log" : "the run logs (Equation 1 at alpha_hat elsewhere)",
-                 main_t.label, main_t.kind,
-                 isfinite(main_t.fit_err) && main_t.fit_usable ? "; unmeasured gammas from a line a + b gamma" : "",
+                 ct->label, ct->kind,
+                 isfinite(ct->fit_err) && ct->fit_usable ? "; unmeasured gammas from a line a + b gamma" : "",
                  any_meas ? "; measured speedups from the run logs outrank predictions" : "",
                  in.n_runs ? "" : "; no measured speedup");
-        if (isfinite(main_t.fit_err) && main_t.fit_usable)
+        if (isfinite(ct->fit_err) && ct->fit_usable)
             add_note(res, "cost per iteration ~ %.4g + %.4g gamma over the measured gammas (max relative error %.2g%%)",
-                     main_t.fit_a, main_t.fit_b, 100 * main_t.fit_err);
-        else if (isfinite(main_t.fit_err))
+                     ct->fit_a, ct->fit_b, 100 * ct->fit_err);
+        else if (isfinite(ct->fit_err))
             add_note(res, "the measured cost per iteration does not rise with gamma (slope %.3g: timings disturbed by "
                           "other load?): gammas not measured get no prediction",
-                     main_t.fit_b);
+                     ct->fit_b);
         if (any_meas && res->gamma > 0 && isfinite(res->speedup_lo) && res->speedup_hi - res->speedup_lo > 0.5 * res->speedup)
             add_note(res, "the measured speedup at gamma %d is noisy (CI [%.3g, %.3g]): more prompts or a quieter "
                           "machine would sharpen the choice",
@@ -707,7 +702,7 @@ int sl_recommend_run(const sl_recommend_config *cfg, sl_recommend_result *res)
 
     for (size_t i = 0; runs && i < in.n_runs; i++) cost_table_free(&runs[i]);
     for (size_t i = 0; dep && i < cfg->n_deploy; i++) cost_table_free(&dep[i]);
-    if (isfinite(cfg->c) || cfg->costs) cost_table_free(&main_t);
+    cost_table_free(&own);
     free(runs), free(dep), free(td), free(scratch), free(lat);
     if (have_rs) sl_replay_seqs_free(&rs);
     if (rc) sl_recommend_result_free(res);

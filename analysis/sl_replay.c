@@ -101,7 +101,7 @@ int sl_replay_seqs_add(sl_replay_seqs *s, const double *a, size_t n)
             return SL_EFAIL;
         s->cap = cap;
     }
-    if (s->n_rows + n > s->rows_cap) {
+    if (!s->drop_rows && s->n_rows + n > s->rows_cap) {
         size_t cap = s->rows_cap ? s->rows_cap : 4096;
         while (cap < s->n_rows + n) cap *= 2;
         if (grow((void **)&s->a, cap, sizeof *s->a)) return SL_EFAIL;
@@ -116,7 +116,7 @@ int sl_replay_seqs_add(sl_replay_seqs *s, const double *a, size_t n)
             return sl_fail(SL_EINPUT, "replay: acceptance probability %g at position %zu is outside [0, 1]", a[t], t);
         s->deterministic &= a[t] == 0 || a[t] == 1;
     }
-    memcpy(s->a + s->n_rows, a, n * sizeof *a);
+    if (!s->drop_rows) memcpy(s->a + s->n_rows, a, n * sizeof *a);
     size_t k = s->n_seq;
     for (size_t g = 1; g <= G; g++)
         sl_replay_expect(a, n, g, s->scratch, &s->iters[k * G + g - 1], &s->accepted[k * G + g - 1],
@@ -223,6 +223,7 @@ int sl_replay_boot(const sl_replay_seqs *s, size_t n_boot, uint64_t seed, double
 int sl_replay_latency_sims(const sl_replay_seqs *s, size_t g, size_t answer, size_t n_sims, uint64_t seed,
                            double *iters)
 {
+    if (s->drop_rows) return sl_fail(SL_EFAIL, "replay: the rows were not kept (drop_rows)");
     size_t nonempty = 0;
     for (size_t k = 0; k < s->n_seq; k++) nonempty += s->start[k + 1] > s->start[k];
     if (nonempty == 0) return sl_fail(SL_EINPUT, "replay: the log holds no positions");

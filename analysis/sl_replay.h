@@ -54,6 +54,8 @@ typedef struct {
     double *scratch;   /* (3 (longest + 2)) */
     size_t scratch_len;
     int deterministic; /* every a is 0 or 1 (a temperature-0 log) */
+    int drop_rows;     /* set after init: keep only per-sequence sums (memory O(sequences x G), as analyze
+                          promises); a is then not kept and the latency simulations are refused */
 } sl_replay_seqs;
 
 int sl_replay_seqs_init(sl_replay_seqs *s, size_t G);

@@ -624,12 +624,6 @@ static const char *pystr(const char *s, char *buf, size_t n)
     return buf;
 }
 
-static const char *base_name(const char *p)
-{
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
-}
-
 static void title_cell(nb_cells *c, const sl_notebook_config *cfg, const log_info *li)
 {
     char *text = NULL;
@@ -637,7 +631,7 @@ static void title_cell(nb_cells *c, const sl_notebook_config *cfg, const log_inf
     FILE *f = open_memstream(&text, &len);
     if (!f) return;
     fprintf(f, "# speclab logs: ");
-    for (size_t i = 0; i < cfg->n_logs; i++) fprintf(f, "%s`%s`", i ? ", " : "", base_name(li[i].stored));
+    for (size_t i = 0; i < cfg->n_logs; i++) fprintf(f, "%s`%s`", i ? ", " : "", sl_path_base(li[i].stored));
     fprintf(f, "\n\nWritten by `speclab export-notebook` (speclab %s). This notebook reloads the HDF5 logs below with "
                "**h5py** and recomputes what `speclab analyze` reports from them with **numpy**, drawing with "
                "**matplotlib**: it stores no number computed by speclab, so it is an independent check. Schema of the "
@@ -649,7 +643,7 @@ static void title_cell(nb_cells *c, const sl_notebook_config *cfg, const log_inf
         const log_info *l = &li[i];
         const sl_log_meta *m = &l->meta;
         char cmd[4096];
-        sl_notebook_command(m, l->n_sequences, l->prompt_len, base_name(l->path), cmd, sizeof cmd);
+        sl_notebook_command(m, l->n_sequences, l->prompt_len, sl_path_base(l->path), cmd, sizeof cmd);
         fprintf(f, "\n## Log %zu: `%s` (%s log)\n\n| attribute | value |\n|---|---|\n", i + 1, l->stored,
                 sl_log_kind_name(m->kind));
         fprintf(f, "| target (p) | `%s`%s%s |\n", m->target_name, m->target_sha256[0] ? ", sha256 " : "", m->target_sha256);

@@ -678,12 +678,6 @@ static int render_stdout(const sl_plot_figure *f, const sl_plot_render_opts *o)
     return rc;
 }
 
-static const char *base_name(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
 int sl_plot_render(const sl_plot_figure *f, const sl_plot_render_opts *o)
 {
     sl_plot_term term;
@@ -702,7 +696,7 @@ int sl_plot_render(const sl_plot_figure *f, const sl_plot_render_opts *o)
     if (len >= sizeof stem) return sl_fail(SL_EINPUT, "out: path '%.64s...' is too long", out);
     memcpy(stem, out, len + 1);
     char *dot = strrchr(stem, '.');
-    if (dot && dot > stem + (base_name(stem) - stem)) *dot = 0;
+    if (dot && dot > stem + (sl_path_base(stem) - stem)) *dot = 0;
     snprintf(dat, sizeof dat, "%s.dat", stem);
     snprintf(gp, sizeof gp, "%s.gp", stem);
     if (!strcmp(dat, out) || !strcmp(gp, out))
@@ -721,7 +715,7 @@ int sl_plot_render(const sl_plot_figure *f, const sl_plot_render_opts *o)
     if ((rc = make_temp(gp, t_gp, sizeof t_gp, &fd))) goto fail;
     /* The script on disk names the final files relative to its own directory; the one piped to
      * gnuplot names the temporary ones as this process sees them. */
-    rc = sl_plot_script_text(f, term, o->width_in, base_name(dat), base_name(out), o->command, &script_file);
+    rc = sl_plot_script_text(f, term, o->width_in, sl_path_base(dat), sl_path_base(out), o->command, &script_file);
     if (!rc) rc = write_all(fd, script_file, strlen(script_file), t_gp);
     close(fd);
     if (rc) goto fail;

@@ -208,3 +208,9 @@ int sl_out_check(const char *flag, const char *path, int force, const char *why)
     if (force || !path || lstat(path, &st) != 0) return SL_OK;
     return sl_fail(SL_EINPUT, "%s: %s exists%s%s; give --force to replace it", flag, path, why ? " and " : "", why ? why : "");
 }
+
+const char *sl_path_base(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}

@@ -132,6 +132,16 @@ with tempfile.TemporaryDirectory() as d:
         check(p.returncode == 2 and len(lines) == 1 and "costs" in lines[0] and tab in lines[0],
               f"CSV ({what}): exit 2 with one line naming the table ({lines[-1] if lines else ''})")
 
+    for args, what, pat in [(["--batch", "0"], "batch size 0", "--batch"), ([m], "two measure logs", "both measure logs"),
+                            (["--costs", os.path.join(d, "missing.csv")], "--costs and --c together", "not both")]:
+        p = subprocess.run([S, "recommend", m, "--c", "0.1", *args], capture_output=True, text=True)
+        lines = p.stderr.strip().splitlines()
+        check(p.returncode == 2 and len(lines) == 1 and pat in lines[0], f"{what}: exit 2, one line ({lines[-1] if lines else ''})")
+    for args, what, pat in [(["--costs", os.path.join(d, "missing.csv")], "missing cost table", "cannot read")]:
+        p = subprocess.run([S, "recommend", m, *args], capture_output=True, text=True)
+        lines = p.stderr.strip().splitlines()
+        check(p.returncode == 2 and len(lines) == 1 and pat in lines[0], f"{what}: exit 2, one line ({lines[-1] if lines else ''})")
+
     # ---- C: shipped target + lookup draft, T = 0: measure log and a run sweep ----
     prompts = os.path.join(d, "p.txt")
     with open("data/prompts/code.txt") as f, open(prompts, "w") as g:
