@@ -67,8 +67,6 @@ typedef struct {
 
 void sl_log_meta_init(sl_log_meta *m, sl_log_kind kind);
 
-/* sha256 of a file's bytes as 64 hex digits (out has room for 65). */
-int sl_log_sha256_file(const char *path, char *out);
 
 /* ---- writing ---- */
 

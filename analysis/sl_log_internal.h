@@ -5,7 +5,7 @@
  * The module's files, one job each: sl_log_schema.c (tables, names, metadata defaults, HDF5
  * helpers), sl_log_write.c (shards, assembly), sl_log_read.c (open, validate, row blocks, costs,
  * Monte Carlo source), sl_log_dist.c (distributions: the raw-chunk fast path and its naive twin),
- * sl_log_measure.c (the measure loop), sl_log_sha256.c (model file digests).
+ * sl_log_measure.c (the measure loop). Model file digests: sl_sha256_file (sim/sl_sha256.c).
  */
 #ifndef SL_LOG_INTERNAL_H
 #define SL_LOG_INTERNAL_H

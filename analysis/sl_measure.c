@@ -186,8 +186,8 @@ static int measure_models(const sl_measure_config *c, sl_log_meta *meta)
     if (!rc) rc = sl_lm_start(ht, longest + meta->tokens_per_sequence);
     if (!rc) rc = sl_lm_start(hd, longest + meta->tokens_per_sequence);
     /* A spec without a file (lookup:N) has no content hash: "" as the schema allows. */
-    if (!rc && ht->file) rc = sl_log_sha256_file(ht->file, meta->target_sha256);
-    if (!rc && hd->file) rc = sl_log_sha256_file(hd->file, meta->draft_sha256);
+    if (!rc && ht->file) rc = sl_sha256_file(ht->file, meta->target_sha256);
+    if (!rc && hd->file) rc = sl_sha256_file(hd->file, meta->draft_sha256);
     if (!rc) {
         snprintf(meta->target_name, sizeof meta->target_name, "%s", target);
         snprintf(meta->draft_name, sizeof meta->draft_name, "%s", draft);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "sl_common.h"
+#include "sl_import.h"
 #include "sl_lm_open.h"
 #include "sl_model.h"
 #include "sl_ngram.h"
@@ -109,12 +110,18 @@ int sl_lm_open(const char *spec, const sl_lm_open_opts *opts, sl_lm_handle **out
             goto fail;
         }
     } else if (stat(spec, &sb) == 0) {
-        /* Read the arch first: the engine's reader would call an n-gram file a bad transformer. */
-        sl_st_file *f = NULL;
-        if ((rc = sl_st_open(spec, &f))) goto fail;
-        const char *arch = sl_st_meta(f, "arch");
-        int is_ngram = arch && (!strcmp(arch, "ngram") || !strcmp(arch, "lookup"));
-        sl_st_close(f);
+        /* Read the arch first: the engine's reader would call an n-gram file a bad transformer.
+         * Only native files hold n-gram drafts; every other format is a transformer. */
+        sl_model_format fmt;
+        if ((rc = sl_model_detect(spec, &fmt))) goto fail;
+        int is_ngram = 0;
+        if (fmt == SL_FMT_SPECLAB) {
+            sl_st_file *f = NULL;
+            if ((rc = sl_st_open(spec, &f))) goto fail;
+            const char *arch = sl_st_meta(f, "arch");
+            is_ngram = arch && (!strcmp(arch, "ngram") || !strcmp(arch, "lookup"));
+            sl_st_close(f);
+        }
         h->file = spec;
         if (is_ngram) {
             if ((rc = sl_ngram_open(spec, &p->ng))) goto fail;

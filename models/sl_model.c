@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "sl_common.h"
+#include "sl_import.h"
 #include "sl_kern.h"
 
 /* ---- config ---- */
@@ -207,11 +208,26 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
 int sl_model_open(const char *path, sl_model **out)
 {
     *out = NULL;
+    sl_st_file *st = NULL;
+    sl_model_format fmt;
+    int rc = sl_model_file_open(path, &st, &fmt);
+    if (rc) return rc;
+    if ((rc = sl_model_from_st(st, path, out))) return rc;
+    (*out)->format = fmt;
+    return SL_OK;
+}
+
+int sl_model_from_st(sl_st_file *st, const char *path, sl_model **out)
+{
+    *out = NULL;
     sl_model *m = sl_calloc(1, sizeof *m);
-    if (!m) return SL_EFAIL;
+    if (!m) {
+        sl_st_close(st);
+        return SL_EFAIL;
+    }
+    m->st = st;
     tspec *specs = NULL;
-    int rc = sl_st_open(path, &m->st);
-    if (rc) goto fail;
+    int rc = SL_OK;
     const char *fmt = sl_st_meta(m->st, "format"), *ver = sl_st_meta(m->st, "format_version");
     const char *arch = sl_st_meta(m->st, "arch"), *cfg = sl_st_meta(m->st, "config");
     if (!fmt || strcmp(fmt, "speclab-model") || !ver || !arch || !cfg) {

@@ -70,9 +70,14 @@ typedef struct {
     const char *tokenizer_json; /* metadata "tokenizer" or NULL; owned by st */
     size_t n_params;
     size_t bytes_by_dtype[3]; /* indexed by sl_dtype */
+    int format;              /* sl_model_format (models/sl_import.h) of the file it came from */
 } sl_model;
 
+/* Opens a model file of any format (models/sl_import.h: speclab, hf-gpt2, llama2c, gguf). */
 int sl_model_open(const char *path, sl_model **out);
+/* Builds the model from a native-layout file (taking it over: closed on failure too); path names
+ * it in messages. */
+int sl_model_from_st(sl_st_file *st, const char *path, sl_model **out);
 void sl_model_close(sl_model *m);
 
 /* The state of one sequence: KV cache for up to max_len tokens, and activation buffers for

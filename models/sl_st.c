@@ -64,6 +64,8 @@ void sl_st_close(sl_st_file *f)
     }
     free(f->meta_keys);
     free(f->meta_vals);
+    for (size_t i = 0; i < f->n_owned; i++) free(f->owned[i]);
+    free(f->owned);
     free(f->path);
     free(f);
 }
@@ -339,4 +341,117 @@ int sl_st_write(const char *path, const sl_st_wtensor *tensors, size_t n_tensors
         return sl_fail(SL_EFAIL, "writing %s failed: %s", path, strerror(e));
     }
     return sl_atomic_commit(&af);
+}
+
+/* ---- in-memory files ---- */
+
+int sl_st_mem_new(const char *path, sl_st_file **out)
+{
+    *out = NULL;
+    sl_st_file *f = sl_calloc(1, sizeof *f);
+    if (!f) return SL_EFAIL;
+    if (!(f->path = dupstr(path))) {
+        free(f);
+        return SL_EFAIL;
+    }
+    *out = f;
+    return SL_OK;
+}
+
+void sl_st_mem_keep_map(sl_st_file *f, void *map, size_t bytes)
+{
+    f->map = map;
+    f->map_bytes = bytes;
+}
+
+/* Grows *arr (elements of size sz) to hold need, doubling. */
+static int grow(void **arr, size_t *cap, size_t need, size_t sz)
+{
+    if (need <= *cap) return SL_OK;
+    size_t nc = *cap ? *cap * 2 : 16;
+    while (nc < need) nc *= 2;
+    void *p = realloc(*arr, nc * sz);
+    if (!p) return sl_fail(SL_EFAIL, "out of memory");
+    *arr = p;
+    *cap = nc;
+    return SL_OK;
+}
+
+int sl_st_mem_own(sl_st_file *f, void *buf)
+{
+    if (grow((void **)&f->owned, &f->cap_owned, f->n_owned + 1, sizeof *f->owned)) {
+        free(buf);
+        return SL_EFAIL;
+    }
+    f->owned[f->n_owned++] = buf;
+    return SL_OK;
+}
+
+int sl_st_mem_add(sl_st_file *f, const char *name, sl_dtype dt, int ndim, const int64_t *shape, const void *data)
+{
+    if (ndim < 0 || ndim > SL_ST_MAX_DIMS)
+        return sl_fail(SL_EINPUT, "%s: tensor '%s' has %d dimensions (at most %d)", f->path, name, ndim, SL_ST_MAX_DIMS);
+    if (sl_st_find(f, name)) return sl_fail(SL_EINPUT, "%s: tensor '%s' appears twice", f->path, name);
+    size_t numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0) return sl_fail(SL_EINPUT, "%s: tensor '%s' has a negative size", f->path, name);
+        if (shape[d] && numel > SIZE_MAX / 8 / (size_t)shape[d])
+            return sl_fail(SL_EINPUT, "%s: tensor '%s': its size overflows", f->path, name);
+        numel *= (size_t)shape[d];
+    }
+    if (grow((void **)&f->tensors, &f->cap_tensors, f->n_tensors + 1, sizeof *f->tensors)) return SL_EFAIL;
+    sl_st_tensor *t = &f->tensors[f->n_tensors];
+    memset(t, 0, sizeof *t);
+    if (!(t->name = dupstr(name))) return SL_EFAIL;
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int d = 0; d < ndim; d++) t->shape[d] = shape[d];
+    t->numel = numel;
+    t->nbytes = numel * sl_dtype_size(dt);
+    t->data = data;
+    f->n_tensors++;
+    return SL_OK;
+}
+
+int sl_st_mem_meta(sl_st_file *f, const char *key, const char *val)
+{
+    char *v = dupstr(val);
+    if (!v) return SL_EFAIL;
+    for (size_t i = 0; i < f->n_meta; i++)
+        if (!strcmp(f->meta_keys[i], key)) {
+            free(f->meta_vals[i]);
+            f->meta_vals[i] = v;
+            return SL_OK;
+        }
+    char *k = dupstr(key);
+    size_t cap_k = f->cap_meta, cap_v = f->cap_meta;
+    if (!k || grow((void **)&f->meta_keys, &cap_k, f->n_meta + 1, sizeof(char *)) ||
+        grow((void **)&f->meta_vals, &cap_v, f->n_meta + 1, sizeof(char *))) {
+        free(k);
+        free(v);
+        return SL_EFAIL;
+    }
+    f->cap_meta = cap_k < cap_v ? cap_k : cap_v;
+    f->meta_keys[f->n_meta] = k;
+    f->meta_vals[f->n_meta] = v;
+    f->n_meta++;
+    return SL_OK;
+}
+
+int sl_st_write_file(const sl_st_file *f, const char *path)
+{
+    sl_st_wtensor *w = sl_calloc(f->n_tensors ? f->n_tensors : 1, sizeof *w);
+    if (!w) return SL_EFAIL;
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        const sl_st_tensor *t = &f->tensors[i];
+        w[i].name = t->name;
+        w[i].dtype = t->dtype;
+        w[i].ndim = t->ndim;
+        for (int d = 0; d < t->ndim; d++) w[i].shape[d] = t->shape[d];
+        w[i].data = t->data;
+    }
+    int rc = sl_st_write(path, w, f->n_tensors, (const char *const *)f->meta_keys, (const char *const *)f->meta_vals,
+                         f->n_meta);
+    free(w);
+    return rc;
 }

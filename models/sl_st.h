@@ -47,6 +47,9 @@ typedef struct {
     size_t n_meta;
     char **meta_keys;   /* (n_meta) */
     char **meta_vals;   /* (n_meta) */
+    /* In-memory files (sl_st_mem_*): buffers freed by sl_st_close. */
+    size_t n_owned, cap_owned, cap_tensors, cap_meta;
+    void **owned;
 } sl_st_file;
 
 /* Maps and validates path. On error *out is NULL and the status is SL_EINPUT (bad file) or
@@ -56,6 +59,27 @@ void sl_st_close(sl_st_file *f);
 
 const sl_st_tensor *sl_st_find(const sl_st_file *f, const char *name); /* NULL if absent */
 const char *sl_st_meta(const sl_st_file *f, const char *key);          /* NULL if absent */
+
+/* ---- in-memory files: what the importers build (models/sl_import.h) ----
+ * An importer maps a foreign file, then describes the model in the native layout: tensors named
+ * and shaped as FORMAT.md says, pointing either into the kept mapping (used in place) or into
+ * buffers it allocated and hands over (converted, transposed, dequantised). The engine then reads
+ * it exactly as it reads a native file. */
+
+/* An empty file named path (for messages). */
+int sl_st_mem_new(const char *path, sl_st_file **out);
+/* Keeps a read-only mapping of bytes (from mmap) alive until sl_st_close, which unmaps it. At most
+ * one per file. */
+void sl_st_mem_keep_map(sl_st_file *f, void *map, size_t bytes);
+/* Hands a malloc'd buffer to f (freed by sl_st_close); on failure the buffer is freed. */
+int sl_st_mem_own(sl_st_file *f, void *buf);
+/* Adds a tensor over data (into the kept mapping or an owned buffer); the name is copied. Checks
+ * 0 < ndim <= SL_ST_MAX_DIMS, non-negative sizes, numel * size without overflow, a unique name. */
+int sl_st_mem_add(sl_st_file *f, const char *name, sl_dtype dt, int ndim, const int64_t *shape, const void *data);
+/* Sets a metadata entry (copied; replaces an existing key). */
+int sl_st_mem_meta(sl_st_file *f, const char *key, const char *val);
+/* Writes any sl_st_file (mapped or in memory) as a safetensors file, atomically. */
+int sl_st_write_file(const sl_st_file *f, const char *path);
 
 /* ---- writer ---- */
 

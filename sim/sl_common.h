@@ -126,6 +126,9 @@ void sl_atomic_abort(sl_atomic_file *af); /* closes and removes the temporary fi
  * resumes its own output decides first whether the file is its own (then it does not call this). */
 int sl_out_check(const char *flag, const char *path, int force, const char *why);
 
+/* sha256 of a file's bytes as 64 hex digits (out has room for 65); SL_EINPUT when unreadable. */
+int sl_sha256_file(const char *path, char *out);
+
 /* The file name of a path: what follows its last '/' (the whole path when it has none). */
 const char *sl_path_base(const char *path);
 

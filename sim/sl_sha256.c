@@ -1,6 +1,6 @@
 /*
- * sl_log_sha256.c: sha256 of a model file (nettle), recorded in a log's metadata so that a log
- * names exactly the weights it was measured with.
+ * sl_sha256.c: sha256 of a file (nettle): recorded in a log's metadata so that a log names exactly
+ * the weights it was measured with, and printed by `model info`.
  */
 #include <errno.h>
 #include <nettle/sha2.h>
@@ -9,9 +9,8 @@
 #include <string.h>
 
 #include "sl_common.h"
-#include "sl_log.h"
 
-int sl_log_sha256_file(const char *path, char *out)
+int sl_sha256_file(const char *path, char *out)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return sl_fail(SL_EINPUT, "cannot open %s: %s", path, strerror(errno));
