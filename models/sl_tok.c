@@ -1,7 +1,8 @@
 /*
- * sl_tok.c: byte-level BPE tokenizer (GPT-2 style). Sections: byte-to-unicode mapping and UTF-8,
- * hash maps, construction and validation, JSON and GPT-2 file loading, pre-tokenisation, merging
- * (reference and heap-based), encode/decode, training.
+ * sl_tok.c: byte-level BPE tokenizer (GPT-2 style), and the handle both kinds share: every public
+ * function of sl_tok.h hands an sp-bpe tokenizer to models/sl_tok_sp.c. Sections: byte-to-unicode
+ * mapping and UTF-8, hash maps, construction and validation, JSON and GPT-2 file loading,
+ * pre-tokenisation, merging (reference and heap-based), encode/decode, training.
  *
  * What it refuses to be: a general Unicode normaliser or a tokenizer for other pre-tokenisation
  * schemes. It does exactly what GPT-2's encoder does on valid UTF-8, and stays lossless on
@@ -51,8 +52,7 @@ static void byte_map_init(void)
     pthread_once(&once, byte_map_fill);
 }
 
-/* Length of the valid UTF-8 character at s (1..4), or 0 if the bytes there are not one. */
-static size_t utf8_char_len(const unsigned char *s, size_t n)
+size_t sl_utf8_char_len(const unsigned char *s, size_t n)
 {
     unsigned c = s[0];
     if (c < 0x80) return 1;
@@ -77,7 +77,7 @@ size_t sl_utf8_valid_prefix(const unsigned char *s, size_t n)
 {
     size_t i = 0;
     while (i < n) {
-        size_t k = utf8_char_len(s + i, n - i);
+        size_t k = sl_utf8_char_len(s + i, n - i);
         if (!k) break;
         i += k;
     }
@@ -112,7 +112,7 @@ static long unicode_to_bytes(const char *s, size_t n, unsigned char *out)
 {
     size_t i = 0, k = 0;
     while (i < n) {
-        size_t cl = utf8_char_len((const unsigned char *)s + i, n - i);
+        size_t cl = sl_utf8_char_len((const unsigned char *)s + i, n - i);
         if (!cl) return -1;
         uint32_t cp = utf8_decode((const unsigned char *)s + i, cl);
         if (cp >= 324 || cp_to_byte[cp] < 0) return -1;
@@ -245,13 +245,36 @@ struct sl_tok {
     size_t n_special;
     int32_t *special; // (n_special) ids, longest text first so that matching prefers it
     pcre2_code *re;
+    sl_tok_sp *sp; // non-NULL for an sp-bpe tokenizer: then only n_vocab above is set
 };
 
 size_t sl_tok_vocab_size(const sl_tok *t) { return t->n_vocab; }
 size_t sl_tok_n_merges(const sl_tok *t) { return t->n_merges; }
+const char *sl_tok_kind(const sl_tok *t) { return t->sp ? "sp-bpe" : "byte-bpe"; }
+int32_t sl_tok_bos(const sl_tok *t) { return t->sp ? sl_tok_sp_bos(t->sp) : -1; }
+int32_t sl_tok_eos(const sl_tok *t) { return t->sp ? sl_tok_sp_eos(t->sp) : sl_tok_special_id(t, EOT); }
+
+int sl_tok_same_vocab(const sl_tok *a, const sl_tok *b, int32_t *first_diff)
+{
+    size_t na = sl_tok_vocab_size(a), nb = sl_tok_vocab_size(b), n = na < nb ? na : nb;
+    for (size_t id = 0; id < n; id++) {
+        size_t la, lb;
+        const char *sa = sl_tok_token_bytes(a, (int32_t)id, &la), *sb = sl_tok_token_bytes(b, (int32_t)id, &lb);
+        if (la != lb || memcmp(sa, sb, la)) {
+            if (first_diff) *first_diff = (int32_t)id;
+            return 0;
+        }
+    }
+    if (na != nb) {
+        if (first_diff) *first_diff = (int32_t)n;
+        return 0;
+    }
+    return 1;
+}
 
 const char *sl_tok_token_bytes(const sl_tok *t, int32_t id, size_t *len)
 {
+    if (t->sp) return sl_tok_sp_token_bytes(t->sp, id, len);
     if (id < 0 || (size_t)id >= t->n_vocab) return NULL;
     *len = t->off[id + 1] - t->off[id];
     return (const char *)t->bytes + t->off[id];
@@ -259,6 +282,7 @@ const char *sl_tok_token_bytes(const sl_tok *t, int32_t id, size_t *len)
 
 int32_t sl_tok_special_id(const sl_tok *t, const char *text)
 {
+    if (t->sp) return sl_tok_sp_special_id(t->sp, text);
     size_t n = strlen(text);
     for (size_t i = 0; i < t->n_special; i++) {
         int32_t id = t->special[i];
@@ -279,6 +303,7 @@ void sl_tok_free(sl_tok *t)
     u64map_free(&t->pair_rank);
     free(t->special);
     if (t->re) pcre2_code_free(t->re);
+    sl_tok_sp_free(t->sp);
     free(t);
 }
 
@@ -476,9 +501,22 @@ int sl_tok_from_json(const char *json_text, sl_tok **out)
         rc = sl_fail(SL_EINPUT, "%s: top level is not an object", what);
         goto done;
     }
-    if (!json_object_object_get_ex(root, "type", &type) || !json_object_is_type(type, json_type_string) ||
-        strcmp(json_object_get_string(type), "byte-bpe")) {
-        rc = sl_fail(SL_EINPUT, "%s: \"type\" must be \"byte-bpe\"", what);
+    const char *kind = json_object_object_get_ex(root, "type", &type) && json_object_is_type(type, json_type_string)
+                           ? json_object_get_string(type) : "";
+    if (!strcmp(kind, "sp-bpe")) {
+        sl_tok_sp *sp = NULL;
+        rc = sl_tok_sp_from_json(root, what, &sp);
+        if (!rc && !(t = sl_calloc(1, sizeof *t))) rc = SL_EFAIL;
+        if (rc) {
+            sl_tok_sp_free(sp);
+            goto done;
+        }
+        t->sp = sp;
+        t->n_vocab = sl_tok_sp_size(sp);
+        goto done;
+    }
+    if (strcmp(kind, "byte-bpe")) {
+        rc = sl_fail(SL_EINPUT, "%s: \"type\" must be \"byte-bpe\" or \"sp-bpe\"", what);
         goto done;
     }
     if (!json_object_object_get_ex(root, "vocab", &vocab) || !json_object_is_type(vocab, json_type_array)) {
@@ -620,6 +658,7 @@ done:
 
 char *sl_tok_to_json(const sl_tok *t)
 {
+    if (t->sp) return sl_tok_sp_to_json(t->sp);
     byte_map_init();
     json_object *root = json_object_new_object();
     json_object *vocab = json_object_new_array_ext((int)t->n_vocab);
@@ -899,6 +938,7 @@ enum { NAIVE_MAX = 12 }; /* crossover measured by tests/bench/bench_tok.c */
 
 size_t sl_tok_merge_piece(const sl_tok *t, int32_t *syms, size_t n, int naive, int32_t *work)
 {
+    if (t->sp) return n;
     return naive ? merge_naive(t, syms, n) : merge_heap(t, syms, n, work);
 }
 
@@ -989,7 +1029,7 @@ static int pretok_run(pretok *p, const sl_tok *t, const unsigned char *s, size_t
                 i += v;
             }
             size_t j = i;
-            while (j < seg_end && !utf8_char_len(s + j, seg_end - j)) j++;
+            while (j < seg_end && !sl_utf8_char_len(s + j, seg_end - j)) j++;
             if (j > i) {
                 int rc = fn(ctx, s + i, j - i, -1);
                 if (rc) return rc;
@@ -1028,6 +1068,7 @@ typedef struct {
     int32_t *syms; // (sym_cap) one piece's symbols
     int32_t *work; // (8 * sym_cap) heap merge workspace
     size_t sym_cap;
+    int naive; // 1: GPT-2's pass-by-pass merge for every piece (sl_tok_encode_ref)
 } enc_ctx;
 
 static int enc_piece(void *vctx, const unsigned char *s, size_t n, int32_t special)
@@ -1054,17 +1095,18 @@ static int enc_piece(void *vctx, const unsigned char *s, size_t n, int32_t speci
         return SL_OK;
     }
     for (size_t i = 0; i < n; i++) c->syms[i] = c->t->byte_id[s[i]];
-    size_t k = n <= NAIVE_MAX ? merge_naive(c->t, c->syms, n) : merge_heap(c->t, c->syms, n, c->work);
+    size_t k = c->naive || n <= NAIVE_MAX ? merge_naive(c->t, c->syms, n) : merge_heap(c->t, c->syms, n, c->work);
     memcpy(c->ids + c->n, c->syms, k * sizeof *c->syms);
     c->n += k;
     return SL_OK;
 }
 
-int sl_tok_encode(const sl_tok *t, const char *bytes, size_t n, int32_t **ids, size_t *n_ids)
+static int encode(const sl_tok *t, const char *bytes, size_t n, int naive, int32_t **ids, size_t *n_ids)
 {
     *ids = NULL;
     *n_ids = 0;
-    enc_ctx c = {.t = t};
+    if (t->sp) return sl_tok_sp_encode(t->sp, bytes, n, naive, ids, n_ids);
+    enc_ctx c = {.t = t, .naive = naive};
     c.cap = n / 3 + 16;
     c.sym_cap = 256;
     c.ids = malloc(c.cap * sizeof *c.ids);
@@ -1086,10 +1128,21 @@ int sl_tok_encode(const sl_tok *t, const char *bytes, size_t n, int32_t **ids, s
     return SL_OK;
 }
 
+int sl_tok_encode(const sl_tok *t, const char *bytes, size_t n, int32_t **ids, size_t *n_ids)
+{
+    return encode(t, bytes, n, 0, ids, n_ids);
+}
+
+int sl_tok_encode_ref(const sl_tok *t, const char *bytes, size_t n, int32_t **ids, size_t *n_ids)
+{
+    return encode(t, bytes, n, 1, ids, n_ids);
+}
+
 int sl_tok_decode(const sl_tok *t, const int32_t *ids, size_t n, char **bytes, size_t *n_bytes)
 {
     *bytes = NULL;
     *n_bytes = 0;
+    if (t->sp) return sl_tok_sp_decode(t->sp, ids, n, bytes, n_bytes);
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || (size_t)ids[i] >= t->n_vocab)
@@ -1152,6 +1205,13 @@ int sl_tok_split(const sl_tok *t, const char *bytes, size_t n, size_t **ends, si
     uint32_t eot_off[2];
     int32_t eot_id;
     pcre2_code *own = NULL;
+    if (t && t->sp) {
+        if (!n) return SL_OK;
+        if (!(*ends = sl_malloc(sizeof **ends))) return SL_EFAIL;
+        (*ends)[0] = n;
+        *n_pieces = 1;
+        return SL_OK;
+    }
     if (!t) {
         eot_only(&eot, eot_off, &eot_id);
         int rc = compile_pattern(&own);

@@ -1,6 +1,8 @@
 /*
- * sl_tok.h: byte-level BPE tokenizer (GPT-2 style): encode, decode, load, save and train.
+ * sl_tok.h: tokenizers of two kinds behind one handle: byte-level BPE (GPT-2 style: encode, decode,
+ * load, save and train) and SentencePiece-style BPE (llama's: encode, decode, load, save).
  *
+ * ---- byte-bpe ----
  * A token is a byte string. Text is cut into pieces first (special tokens such as
  * <|endoftext|>, then GPT-2's pre-tokenisation regex applied with PCRE2 in UTF + UCP mode), then
  * each piece starts as one token per byte and the merges are applied by rank (lowest first).
@@ -14,6 +16,36 @@
  * written as its own text); merges lists "left right" in rank order, and every merge's result must
  * be in the vocabulary. Parsed with json-c.
  *
+ * ---- sp-bpe (models/sl_tok_sp.c) ----
+ * JSON form: {"type":"sp-bpe","pieces":[...],"scores":[...],"types":[...],"bos":1,"eos":2,"unk":0,
+ *             "add_bos":true,"add_eos":false,"add_dummy_prefix":true,"byte_fallback":true}
+ * pieces[id] is the piece text as SentencePiece stores it: U+2581 '▁' stands for a space,
+ * "<0xXX>" (upper-case hex) for the byte pieces, "<s>", "</s>", "<unk>" for control/unknown.
+ * scores[id] is a float (finite as a float), types[id] SentencePiece's / GGUF's token type:
+ * 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte. bos, eos, unk are ids or -1.
+ * Checked on load (SL_EINPUT, one line, otherwise): every key present with its JSON type (other
+ * keys are ignored); pieces, scores and types of equal length >= 1; each piece non-empty, valid
+ * UTF-8, distinct from every other; a type-6 piece is "<0xXX>"; bos/eos/unk in [-1, n); add_bos
+ * needs bos >= 0 and add_eos eos >= 0; byte_fallback needs all 256 byte pieces, and without it
+ * unk must be >= 0 (so that every input can be encoded).
+ * Encoding (llama.cpp's SPM tokenizer = llama2.c's run.c encode):
+ *   1. empty input: just BOS (add_bos) and EOS (add_eos);
+ *   2. otherwise one space is put in front when add_dummy_prefix, and every ' ' becomes '▁';
+ *   3. each UTF-8 character becomes the piece of that text (only pieces of type 1 or 4 are
+ *      looked up by text); a character without one becomes its bytes' <0xXX> pieces when
+ *      byte_fallback, else one unk; an input byte that is not valid UTF-8 becomes its byte piece
+ *      (unk if the vocabulary has none), so any byte string encodes;
+ *   4. repeatedly, the adjacent pair whose concatenated text is a piece (of type 1 or 4) with the
+ *      highest score is merged, the leftmost pair on equal scores; byte and unk symbols never
+ *      merge. (A heap over a linked list: O(n log n); sl_tok_encode_ref is run.c's quadratic
+ *      loop, kept for the tests.) User-defined pieces are not matched as atoms before merging.
+ *   5. BOS first when add_bos, EOS last when add_eos.
+ * Decoding concatenates sl_tok_token_bytes of the ids (a piece's text with '▁' -> ' ', a byte
+ * piece -> its byte, unknown pieces -> their text), skipping BOS, EOS and control pieces, and then
+ * drops one leading space when add_dummy_prefix (the one step 2 added). So decode(encode(s)) == s
+ * for every s with byte_fallback, except that a '▁' in s comes back as a space. Pre-tokenisation
+ * and merges do not exist for this kind: sl_tok_n_merges is 0, sl_tok_split gives one piece.
+ *
  * Errors: SL_EINPUT with a one-line message for malformed JSON, merges naming unknown tokens, ids
  * out of range; SL_EFAIL for out of memory. Thread safety: a loaded sl_tok is read-only, so
  * several threads may encode and decode with it at once.
@@ -26,7 +58,7 @@
 
 typedef struct sl_tok sl_tok;
 
-/* Loads a tokenizer from its JSON text (NUL-terminated). */
+/* Loads a tokenizer from its JSON text (NUL-terminated), of either kind by its "type". */
 int sl_tok_from_json(const char *json_text, sl_tok **out);
 /* Writes the JSON form; malloc'd, NUL-terminated; NULL (with an error recorded) on failure.
  * from_json(to_json(t)) is the same tokenizer. */
@@ -45,11 +77,26 @@ int sl_tok_decode(const sl_tok *t, const int32_t *ids, size_t n, char **bytes, s
 size_t sl_tok_vocab_size(const sl_tok *t);
 void sl_tok_free(sl_tok *t);
 
-/* Id of a special token by its text, or -1. */
+/* Id of a special token by its text, or -1 (sp-bpe: a piece of type unknown, control or
+ * user-defined, e.g. "<s>"). */
 int32_t sl_tok_special_id(const sl_tok *t, const char *text);
-/* Bytes of one token (not NUL-terminated); NULL for an id out of range. */
+/* Bytes of one token (not NUL-terminated); NULL for an id out of range. sp-bpe: the piece as
+ * decoded text ('▁' -> ' ', "<0xXX>" -> that byte, control and unknown pieces -> their text). */
 const char *sl_tok_token_bytes(const sl_tok *t, int32_t id, size_t *len);
+/* Number of merges (0 for sp-bpe, which merges by piece score). */
 size_t sl_tok_n_merges(const sl_tok *t);
+/* "byte-bpe" or "sp-bpe". */
+const char *sl_tok_kind(const sl_tok *t);
+/* Begin- and end-of-sequence ids, or -1. byte-bpe: no BOS; EOS is <|endoftext|> if present. */
+int32_t sl_tok_bos(const sl_tok *t);
+int32_t sl_tok_eos(const sl_tok *t);
+/* 1 when a and b have the same size and every id has the same sl_tok_token_bytes in both;
+ * else 0 with *first_diff (if not NULL) = the first id that differs, or the smaller size when
+ * only the sizes differ. Kinds may differ: only the bytes count. */
+int sl_tok_same_vocab(const sl_tok *a, const sl_tok *b, int32_t *first_diff);
+/* For tests: sl_tok_encode with the reference merge algorithm everywhere (byte-bpe: GPT-2's
+ * pass-by-pass merges for every piece; sp-bpe: llama2.c's quadratic loop over an array). */
+int sl_tok_encode_ref(const sl_tok *t, const char *bytes, size_t n, int32_t **ids, size_t *n_ids);
 
 /*
  * Training. Learns merges on the pre-tokenised words of texts[i] (lens[i] bytes each), counted
@@ -84,15 +131,18 @@ int sl_tokfile_read(const char *path, int32_t **ids, size_t *n, size_t *vocab_si
 
 /* Pre-tokenisation alone: the end offsets of the pieces that encode would merge separately
  * (special tokens, runs of invalid UTF-8, regex matches), in order; t may be NULL, then only
- * <|endoftext|> is special. *ends is malloc'd. */
+ * <|endoftext|> is special. *ends is malloc'd. sp-bpe: the whole input is one piece. */
 int sl_tok_split(const sl_tok *t, const char *bytes, size_t n, size_t **ends, size_t *n_pieces);
 
 /* Validates UTF-8 (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF). Returns the
  * length of the longest valid prefix (n when all is valid). */
 size_t sl_utf8_valid_prefix(const unsigned char *s, size_t n);
+/* Length of the valid UTF-8 character at s (1..4, n >= 1 bytes available), or 0 if the bytes
+ * there are not one. */
+size_t sl_utf8_char_len(const unsigned char *s, size_t n);
 
-/* For tests: applies the merges to one piece of n byte-level ids in place, returning the new
- * length. naive = 1 uses the reference algorithm (GPT-2's: find the lowest-rank pair, merge all
+/* For tests (byte-bpe; sp-bpe returns n): applies the merges to one piece of n byte-level ids in
+ * place, returning the new length. naive = 1 uses the reference algorithm (GPT-2's: find the lowest-rank pair, merge all
  * its occurrences left to right, repeat), naive = 0 the heap-based one used for long pieces.
  * work must hold 8 * n int32. */
 size_t sl_tok_merge_piece(const sl_tok *t, int32_t *syms, size_t n, int naive, int32_t *work);
@@ -155,5 +205,19 @@ typedef struct {
 /* Decodes a token file (checked, its vocab_size must be the tokenizer's) or text ids. */
 int sl_tok_decode_file(const sl_tok_decode_cfg *cfg, sl_tok_decode_result *res);
 void sl_tok_decode_result_free(sl_tok_decode_result *res);
+
+/* ---- internal: the sp-bpe half (models/sl_tok_sp.c), reached through the functions above ---- */
+struct json_object;
+typedef struct sl_tok_sp sl_tok_sp;
+int sl_tok_sp_from_json(struct json_object *root, const char *what, sl_tok_sp **out);
+char *sl_tok_sp_to_json(const sl_tok_sp *s);
+void sl_tok_sp_free(sl_tok_sp *s);
+size_t sl_tok_sp_size(const sl_tok_sp *s);
+int sl_tok_sp_encode(const sl_tok_sp *s, const char *bytes, size_t n, int naive, int32_t **ids, size_t *n_ids);
+int sl_tok_sp_decode(const sl_tok_sp *s, const int32_t *ids, size_t n, char **bytes, size_t *n_bytes);
+const char *sl_tok_sp_token_bytes(const sl_tok_sp *s, int32_t id, size_t *len);
+int32_t sl_tok_sp_special_id(const sl_tok_sp *s, const char *text);
+int32_t sl_tok_sp_bos(const sl_tok_sp *s);
+int32_t sl_tok_sp_eos(const sl_tok_sp *s);
 
 #endif
