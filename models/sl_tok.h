@@ -43,7 +43,9 @@
  * Decoding concatenates sl_tok_token_bytes of the ids (a piece's text with '▁' -> ' ', a byte
  * piece -> its byte, unknown pieces -> their text), skipping BOS, EOS and control pieces, and then
  * drops one leading space when add_dummy_prefix (the one step 2 added). So decode(encode(s)) == s
- * for every s with byte_fallback, except that a '▁' in s comes back as a space. Pre-tokenisation
+ * for every s when byte_fallback is on and '▁' is a piece (as in llama's vocabulary), except that a
+ * literal '▁' in s comes back as a space (without a '▁' piece a space falls back to the bytes of
+ * '▁' and comes back as those). Decoding treats the ids as a text from its start. Pre-tokenisation
  * and merges do not exist for this kind: sl_tok_n_merges is 0, sl_tok_split gives one piece.
  *
  * Errors: SL_EINPUT with a one-line message for malformed JSON, merges naming unknown tokens, ids
