@@ -25,7 +25,8 @@
  * 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte. bos, eos, unk are ids or -1.
  * Checked on load (SL_EINPUT, one line, otherwise): every key present with its JSON type (other
  * keys are ignored); pieces, scores and types of equal length >= 1; each piece non-empty, valid
- * UTF-8, distinct from every other; a type-6 piece is "<0xXX>"; bos/eos/unk in [-1, n); add_bos
+ * UTF-8, distinct from every other; a type-6 piece is "<0xXX>"; bos/eos/unk in [-1, n), bos and
+ * eos control pieces (type 3), unk an unknown piece (type 2); add_bos
  * needs bos >= 0 and add_eos eos >= 0; byte_fallback needs all 256 byte pieces, and without it
  * unk must be >= 0 (so that every input can be encoded).
  * Encoding (llama.cpp's SPM tokenizer = llama2.c's run.c encode):

@@ -295,6 +295,18 @@ int sl_tok_sp_from_json(struct json_object *root, const char *what, sl_tok_sp **
         (rc = get_bool(root, what, "add_dummy_prefix", &s->add_dummy_prefix)) ||
         (rc = get_bool(root, what, "byte_fallback", &s->byte_fallback)))
         goto fail;
+    /* Decoding skips BOS and EOS, so they must be pieces that no text produces. */
+    if ((s->bos >= 0 && s->type[s->bos] != SP_CONTROL) || (s->eos >= 0 && s->type[s->eos] != SP_CONTROL)) {
+        int32_t id = s->bos >= 0 && s->type[s->bos] != SP_CONTROL ? s->bos : s->eos;
+        rc = sl_fail(SL_EINPUT, "%s: \"%s\" is piece %d of type %d, expected a control piece (type 3)", what,
+                     id == s->bos ? "bos" : "eos", id, s->type[id]);
+        goto fail;
+    }
+    if (s->unk >= 0 && s->type[s->unk] != SP_UNKNOWN) {
+        rc = sl_fail(SL_EINPUT, "%s: \"unk\" is piece %d of type %d, expected an unknown piece (type 2)", what, s->unk,
+                     s->type[s->unk]);
+        goto fail;
+    }
     if (s->add_bos && s->bos < 0) {
         rc = sl_fail(SL_EINPUT, "%s: \"add_bos\" is true but \"bos\" is -1", what);
         goto fail;

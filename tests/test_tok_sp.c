@@ -499,6 +499,9 @@ Test(tok_sp, malformed_json_is_einput)
     BAD("add_dummy_prefix", "\"yes\"", "\"add_dummy_prefix\"");
     BAD("byte_fallback", "null", "\"byte_fallback\"");
     BAD("bos", "-1", "\"add_bos\" is true but \"bos\" is -1");
+    BAD("bos", "3", "\"bos\" is piece 3 of type 1, expected a control piece");
+    BAD("eos", "0", "\"eos\" is piece 0 of type 2, expected a control piece");
+    BAD("unk", "1", "\"unk\" is piece 1 of type 3, expected an unknown piece");
     BAD("byte_fallback", "true", "no byte piece <0x00>");
     BAD("unk", "-1", "\"unk\" is -1");
     {
