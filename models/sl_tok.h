@@ -26,16 +26,18 @@
  * Checked on load (SL_EINPUT, one line, otherwise): every key present with its JSON type (other
  * keys are ignored); pieces, scores and types of equal length >= 1; each piece non-empty, valid
  * UTF-8, distinct from every other; a type-6 piece is "<0xXX>"; bos/eos/unk in [-1, n), bos and
- * eos control pieces (type 3), unk an unknown piece (type 2); add_bos
- * needs bos >= 0 and add_eos eos >= 0; byte_fallback needs all 256 byte pieces, and without it
- * unk must be >= 0 (so that every input can be encoded).
+ * eos control pieces (type 3), unk an unknown piece (type 2); add_bos needs bos >= 0 and add_eos
+ * eos >= 0; byte_fallback needs all 256 byte pieces, and without it unk must be >= 0 (so that
+ * every input can be encoded).
  * Encoding (llama.cpp's SPM tokenizer = llama2.c's run.c encode):
  *   1. empty input: just BOS (add_bos) and EOS (add_eos);
  *   2. otherwise one space is put in front when add_dummy_prefix, and every ' ' becomes '▁';
  *   3. each UTF-8 character becomes the piece of that text (only pieces of type 1 or 4 are
  *      looked up by text); a character without one becomes its bytes' <0xXX> pieces when
  *      byte_fallback, else one unk; an input byte that is not valid UTF-8 becomes its byte piece
- *      (unk if the vocabulary has none), so any byte string encodes;
+ *      (unk if the vocabulary has none), so any byte string encodes; (llama.cpp keeps a character
+ *      without a piece as text that may still merge; where every character of a piece is itself
+ *      a piece, as SentencePiece trains them, that makes no difference)
  *   4. repeatedly, the adjacent pair whose concatenated text is a piece (of type 1 or 4) with the
  *      highest score is merged, the leftmost pair on equal scores; byte and unk symbols never
  *      merge. (A heap over a linked list: O(n log n); sl_tok_encode_ref is run.c's quadratic
