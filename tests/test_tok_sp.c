@@ -606,3 +606,39 @@ Test(tok_sp, same_vocab)
     sl_tok_free(sp);
     sl_tok_free(bb);
 }
+
+/* sl_tok_encode_ref also covers byte-bpe: GPT-2's pass-by-pass merges for every piece must give
+ * what sl_tok_encode gives (heap merges for pieces over 12 bytes). */
+Test(tok_sp, byte_bpe_encode_ref_equals_encode)
+{
+    FILE *f = fopen("models/tokenizer.json", "rb");
+    cr_assert_not_null(f, "models/tokenizer.json (tests run from the repository root)");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *j = malloc((size_t)n + 1);
+    cr_assert_eq(fread(j, 1, (size_t)n, f), (size_t)n);
+    j[n] = 0;
+    fclose(f);
+    sl_tok *t;
+    cr_assert_eq(sl_tok_from_json(j, &t), SL_OK, "%s", sl_errmsg());
+    free(j);
+    cr_assert_str_eq(sl_tok_kind(t), "byte-bpe");
+    uint64_t rs = 7;
+    char buf[4 * 200 + 64];
+    for (int k = 0; k < 100; k++) {
+        size_t len = random_text(&rs, buf, 200);
+        if (k % 10 == 0) {
+            memset(buf + len, 'a' + k % 26, 40); /* a long piece: the heap path */
+            len += 40;
+        }
+        int32_t *a, *b;
+        size_t na, nb;
+        cr_assert_eq(sl_tok_encode(t, buf, len, &a, &na), SL_OK);
+        cr_assert_eq(sl_tok_encode_ref(t, buf, len, &b, &nb), SL_OK);
+        cr_assert(na == nb && !memcmp(a, b, na * sizeof *a), "case %d: encode and encode_ref differ", k);
+        free(a);
+        free(b);
+    }
+    sl_tok_free(t);
+}

@@ -311,6 +311,22 @@ def main():
                 dbad += 1
                 if dbad <= 5:
                     print(f"DECODE MISMATCH on {s[:100]!r}: speclab {dd.stdout[:100]!r} (rc {dd.returncode})")
+        # Damaged copies of the same JSON: exit 2 with one line naming the file and the entry.
+        for name, damage, frag in [
+                ("duplicate", lambda j: j.replace('"<0x05>"', '"<0x04>"', 1).encode(), "are the same text"),
+                ("bad utf-8", lambda j: j.replace('"<0x05>"', '"<0x05>\udcff"', 1).encode("utf-8", "surrogateescape"),
+                 "not valid UTF-8"),
+                ("short scores", lambda j: j.replace('"scores": [0.0, ', '"scores": [', 1).encode(), "entries")]:
+            with open(tok_path, encoding="utf-8") as f:
+                text = f.read()
+            bad_path = os.path.join(tmp, "bad.json")
+            with open(bad_path, "wb") as f:
+                f.write(damage(text))
+            r = subprocess.run([SPECLAB, "tokenize", "encode", "--tokenizer", bad_path, "--in", cases_path],
+                               capture_output=True, text=True, errors="replace")
+            if r.returncode != 2 or frag not in r.stderr or bad_path not in r.stderr or r.stderr.strip().count("\n"):
+                print(f"FAIL: damaged tokenizer ({name}): exit {r.returncode}, stderr {r.stderr.strip()[:300]!r}")
+                dbad += 1
         n_tok = sum(len(r["ids"]) for r in ref)
         print(f"llama comparison ({PKG}, {len(d['vocab'])} pieces, {len(d['merges'])} merges -> {n_blocks} score "
               f"blocks + {n_tail} '▁'-run pieces at -1e9): {len(strs) - bad}/{len(strs)} strings ({n_tok} tokens) "
