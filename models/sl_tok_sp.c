@@ -490,71 +490,150 @@ static size_t merge_naive(const sl_tok_sp *s, const char *norm, sp_sym *sym, siz
  * Encode and decode
  * ------------------------------------------------------------------------------------------- */
 
+/* The next character of the text as encoding sees it: the dummy prefix first (when pending),
+ * ' ' as '▁'. Sets *txt, *len (its normalised text; for a byte that is not valid UTF-8, that one
+ * byte) and *valid; returns the input bytes it takes. */
+static size_t next_char(const char *bytes, size_t n, size_t i, int prefix, const char **txt, size_t *len, int *valid)
+{
+    *valid = 1;
+    if (prefix || bytes[i] == ' ') {
+        *txt = SPACE_MARK;
+        *len = 3;
+        return prefix ? 0 : 1;
+    }
+    size_t k = sl_utf8_char_len((const unsigned char *)bytes + i, n - i);
+    *txt = bytes + i;
+    *len = k ? k : 1;
+    *valid = k > 0;
+    return *len;
+}
+
+/* A symbol for a character that is not a piece: its bytes' pieces with byte fallback (and always
+ * for a byte that is not valid UTF-8, unk when there is no byte piece), else one unk. Writes the
+ * ids to out (room for 4); returns their count. */
+static size_t fallback_ids(const sl_tok_sp *s, const char *txt, size_t len, int valid, int32_t *out)
+{
+    if (valid && !s->byte_fallback) {
+        out[0] = s->unk;
+        return 1;
+    }
+    for (size_t j = 0; j < len; j++) {
+        int32_t b = s->byte_piece[(unsigned char)txt[j]];
+        out[j] = b >= 0 ? b : s->unk;
+    }
+    return len;
+}
+
+/* Grows *buf to hold need elements of size sz (doubling); SL_EFAIL when out of memory. */
+static int grow(void **buf, size_t *cap, size_t need, size_t sz)
+{
+    if (need <= *cap) return SL_OK;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *b = c <= SIZE_MAX / sz ? realloc(*buf, c * sz) : NULL;
+    if (!b) return sl_fail(SL_EFAIL, "out of memory encoding");
+    *buf = b;
+    *cap = c;
+    return SL_OK;
+}
+
+/* The reference: run.c's loop over the symbols of the whole text at once. */
+static int encode_naive(const sl_tok_sp *s, const char *bytes, size_t n, int32_t *out, size_t *k)
+{
+    /* The dummy prefix and each space are 3 bytes of normalised text, any other input byte one;
+     * a symbol takes at least one of them. */
+    char *norm = sl_malloc(3 * (n + 1));                // (m) normalised text
+    sp_sym *sym = sl_malloc(3 * (n + 1) * sizeof *sym); // (n_sym)
+    if (!norm || !sym) {
+        free(norm);
+        free(sym);
+        return SL_EFAIL;
+    }
+    size_t m = 0, n_sym = 0;
+    for (size_t i = 0, pre = n && s->add_dummy_prefix; i < n || pre; pre = 0) {
+        const char *txt;
+        size_t len;
+        int valid;
+        i += next_char(bytes, n, i, (int)pre, &txt, &len, &valid);
+        int32_t id = valid ? find_mergeable(s, txt, len) : -1, fb[4];
+        if (id >= 0) {
+            sym[n_sym++] = (sp_sym){.start = (uint32_t)m, .len = (uint32_t)len, .id = id, .merge = 1};
+        } else {
+            size_t nf = fallback_ids(s, txt, len, valid, fb);
+            for (size_t j = 0; j < nf; j++) sym[n_sym++] = (sp_sym){.start = (uint32_t)m, .len = 1, .id = fb[j]};
+        }
+        memcpy(norm + m, txt, len);
+        m += len;
+    }
+    n_sym = merge_naive(s, norm, sym, n_sym);
+    for (size_t i = 0; i < n_sym; i++) out[(*k)++] = sym[i].id;
+    free(norm);
+    free(sym);
+    return SL_OK;
+}
+
+/* The heap version, one run of mergeable characters at a time: byte and unk symbols never merge,
+ * so a character without a piece (for llama, every newline) is a wall that no merge crosses, and
+ * the runs between walls merge independently, exactly as in the whole text (within a run, each
+ * merge the whole-text loop makes is the best one of that run). Memory: the longest run. */
+static int encode_heap(const sl_tok_sp *s, const char *bytes, size_t n, int32_t *out, size_t *k)
+{
+    char *norm = NULL;   // (m) the run's normalised text
+    sp_sym *sym = NULL;  // (n_sym) the run's symbols
+    sp_pair *heap = NULL; // (3 n_sym) see merge_heap
+    size_t cap_norm = 0, cap_sym = 0, cap_heap = 0;
+    int rc = SL_OK;
+    for (size_t i = 0, pre = n && s->add_dummy_prefix; (i < n || pre) && !rc;) {
+        size_t m = 0, n_sym = 0, nf = 0;
+        int32_t fb[4];
+        while (i < n || pre) {
+            const char *txt;
+            size_t len;
+            int valid;
+            size_t used = next_char(bytes, n, i, (int)pre, &txt, &len, &valid);
+            int32_t id = valid ? find_mergeable(s, txt, len) : -1;
+            i += used;
+            pre = 0;
+            if (id < 0) {
+                nf = fallback_ids(s, txt, len, valid, fb);
+                break;
+            }
+            if ((rc = grow((void **)&norm, &cap_norm, m + len, 1)) ||
+                (rc = grow((void **)&sym, &cap_sym, n_sym + 1, sizeof *sym)))
+                break;
+            sym[n_sym++] = (sp_sym){.start = (uint32_t)m, .len = (uint32_t)len, .id = id, .merge = 1};
+            memcpy(norm + m, txt, len);
+            m += len;
+        }
+        if (!rc) rc = grow((void **)&heap, &cap_heap, 3 * n_sym, sizeof *heap);
+        if (rc) break;
+        n_sym = merge_heap(s, norm, sym, n_sym, heap);
+        for (size_t j = 0; j < n_sym; j++) out[(*k)++] = sym[j].id;
+        for (size_t j = 0; j < nf; j++) out[(*k)++] = fb[j];
+    }
+    free(norm);
+    free(sym);
+    free(heap);
+    return rc;
+}
+
 int sl_tok_sp_encode(const sl_tok_sp *s, const char *bytes, size_t n, int naive, int32_t **ids, size_t *n_ids)
 {
     *ids = NULL;
     *n_ids = 0;
-    /* Normalised text: the dummy prefix, then the input with ' ' -> '▁' (3 bytes each). */
     if (n > (INT32_MAX - 3) / 3) return sl_fail(SL_EINPUT, "text to encode: %zu bytes, more than %d", n, (INT32_MAX - 3) / 3);
-    /* Each input byte gives at most one symbol ('▁' for a space, one byte piece, or one character
-     * with its continuation bytes), and the dummy prefix one more. */
-    char *norm = sl_malloc(3 * (n + 1));                // (m) bytes
-    sp_sym *sym = sl_malloc((n + 1) * sizeof *sym);     // (n_sym)
-    sp_pair *heap = naive ? NULL : sl_malloc(3 * (n + 1) * sizeof *heap); // see merge_heap
-    if (!norm || !sym || (!naive && !heap)) {
-        free(norm);
-        free(sym);
-        free(heap);
-        return SL_EFAIL;
-    }
-    size_t m = 0;
-    if (n && s->add_dummy_prefix) {
-        memcpy(norm, SPACE_MARK, 3);
-        m = 3;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (bytes[i] == ' ') {
-            memcpy(norm + m, SPACE_MARK, 3);
-            m += 3;
-        } else {
-            norm[m++] = bytes[i];
-        }
-    }
-    /* Symbols: one per character found by text; bytes or one unk otherwise. */
-    size_t n_sym = 0;
-    for (size_t i = 0; i < m;) {
-        const unsigned char *u = (const unsigned char *)norm + i;
-        size_t k = sl_utf8_char_len(u, m - i);
-        int32_t id = k ? find_mergeable(s, norm + i, k) : -1;
-        if (id >= 0) {
-            sym[n_sym++] = (sp_sym){.start = (uint32_t)i, .len = (uint32_t)k, .id = id, .merge = 1};
-        } else if (k && !s->byte_fallback) {
-            sym[n_sym++] = (sp_sym){.start = (uint32_t)i, .len = (uint32_t)k, .id = s->unk};
-        } else {
-            /* Byte fallback, and any byte that is not valid UTF-8 (one at a time). */
-            size_t nb = k ? k : 1;
-            for (size_t j = 0; j < nb; j++) {
-                int32_t b = s->byte_piece[u[j]];
-                sym[n_sym++] = (sp_sym){.start = (uint32_t)(i + j), .len = 1, .id = b >= 0 ? b : s->unk};
-            }
-            k = nb;
-        }
-        i += k;
-    }
-    n_sym = naive ? merge_naive(s, norm, sym, n_sym) : merge_heap(s, norm, sym, n_sym, heap);
-    free(heap);
-    int32_t *out = sl_malloc((n_sym + 2) * sizeof *out);
-    if (!out) {
-        free(norm);
-        free(sym);
-        return SL_EFAIL;
-    }
+    /* At most one id per normalised byte (3 per space and for the dummy prefix: the bytes of '▁'
+     * when it is not a piece), BOS and EOS. */
+    int32_t *out = sl_malloc((3 * (n + 1) + 2) * sizeof *out);
+    if (!out) return SL_EFAIL;
     size_t k = 0;
     if (s->add_bos) out[k++] = s->bos;
-    for (size_t i = 0; i < n_sym; i++) out[k++] = sym[i].id;
+    int rc = naive ? encode_naive(s, bytes, n, out, &k) : encode_heap(s, bytes, n, out, &k);
+    if (rc) {
+        free(out);
+        return rc;
+    }
     if (s->add_eos) out[k++] = s->eos;
-    free(norm);
-    free(sym);
     *ids = out;
     *n_ids = k;
     return SL_OK;

@@ -603,6 +603,11 @@ Test(tok_sp, same_vocab)
     cr_assert_eq(sl_tok_encode(sp, "hi\xff", 3, &ids, &n_ids), SL_OK);
     cr_assert(n_ids == 3 && ids[0] == 'h' && ids[1] == 'i' && ids[2] == 0xff);
     free(ids);
+    /* Without a '▁' piece a space falls back to the three bytes of '▁' (the most ids per input
+     * byte), and decodes to them. */
+    const int32_t w[] = {0xe2, 0x96, 0x81, 'a', 0xe2, 0x96, 0x81, 0xe2, 0x96, 0x81};
+    expect_ids(sp, " a  ", 4, w, 10);
+    expect_decode(sp, w, 10, SP "a" SP SP);
     sl_tok_free(sp);
     sl_tok_free(bb);
 }
