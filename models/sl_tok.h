@@ -40,8 +40,9 @@
  *      a piece, as SentencePiece trains them, that makes no difference)
  *   4. repeatedly, the adjacent pair whose concatenated text is a piece (of type 1 or 4) with the
  *      highest score is merged, the leftmost pair on equal scores; byte and unk symbols never
- *      merge. (A heap over a linked list: O(n log n); sl_tok_encode_ref is run.c's quadratic
- *      loop, kept for the tests.) User-defined pieces are not matched as atoms before merging.
+ *      merge. (A heap over a linked list, one run between such symbols at a time: O(n log n),
+ *      memory bounded by the longest run; sl_tok_encode_ref is run.c's quadratic loop over the
+ *      whole text, kept for the tests.) User-defined pieces are not matched as atoms first.
  *   5. BOS first when add_bos, EOS last when add_eos.
  * Decoding concatenates sl_tok_token_bytes of the ids (a piece's text with '▁' -> ' ', a byte
  * piece -> its byte, unknown pieces -> their text), skipping BOS, EOS and control pieces, and then
