@@ -30,6 +30,9 @@ Flags: the peer's encode(s) defaults to add_bos_token=true, add_preceding_space=
 has add_bos and add_dummy_prefix true (and byte_fallback: characters not in the vocabulary become
 <0xXX> pieces in both). One documented difference: for the empty string the peer returns [] while
 llama.cpp and SentencePiece give [BOS]; we follow llama.cpp and check that case separately.
+The same strings are compared again with the peer's flags off (encode(s, false, false)) against a
+copy of the JSON with add_bos and add_dummy_prefix false. Damaged copies of the JSON must make
+`speclab tokenize encode` exit 2 with one line.
 
 Skips (exit 0 with a SKIP line) only when npm cannot install the package (no registry) or node
 is missing.
@@ -84,15 +87,17 @@ const merges = [...tok.merges.entries()].sort((a, b) => a[1] - b[1]).map(e => e[
 process.stdout.write(JSON.stringify({{vocab: tok.vocabById, merges}}));
 """
 
-# Each line of argv[1] is a JSON string; prints {"ids": encode(s), "dec": decode(ids)} per line.
+# Each line of argv[1] is a JSON string; prints {"ids": encode(s), "dec": decode(ids)} per line, with
+# both flags (add_bos_token, add_preceding_space) = argv[2] == '1'.
 ENCODE_JS = f"""
 import tok from {json.dumps('file://' + PEER_JS)};
 import fs from 'fs';
 const out = [];
 for (const l of fs.readFileSync(process.argv[1], 'utf8').split('\\n')) {{
   if (!l) continue;
-  const ids = tok.encode(JSON.parse(l));
-  out.push(JSON.stringify({{ids, dec: tok.decode(ids)}}));
+  const f = process.argv[2] === '1';
+  const ids = tok.encode(JSON.parse(l), f, f);
+  out.push(JSON.stringify({{ids, dec: tok.decode(ids, f, f)}}));
 }}
 process.stdout.write(out.join('\\n') + '\\n');
 """
@@ -259,7 +264,7 @@ def main():
         with open(cases_path, "w", encoding="utf-8") as f:
             for s in strs:
                 f.write(json.dumps(s, ensure_ascii=True) + "\n")
-        ref = [json.loads(l) for l in node(ENCODE_JS, cases_path).split("\n") if l]
+        ref = [json.loads(l) for l in node(ENCODE_JS, cases_path, "1").split("\n") if l]
         ours = subprocess.run([SPECLAB, "tokenize", "encode", "--tokenizer", tok_path, "--jsonl", "--in", cases_path],
                               capture_output=True, text=True)
         if ours.returncode != 0:
@@ -311,6 +316,29 @@ def main():
                 dbad += 1
                 if dbad <= 5:
                     print(f"DECODE MISMATCH on {s[:100]!r}: speclab {dd.stdout[:100]!r} (rc {dd.returncode})")
+        # The peer's flags off (no BOS, no preceding space) against add_bos = add_dummy_prefix = false:
+        # ids and decode again, the empty string included (both give []).
+        tok0_path = os.path.join(tmp, "llama_noprefix.json")
+        with open(tok0_path, "w", encoding="utf-8") as f:
+            json.dump(dict(tokj, add_bos=False, add_dummy_prefix=False), f, ensure_ascii=False)
+        ref0 = [json.loads(l) for l in node(ENCODE_JS, cases_path, "0").split("\n") if l]
+        ours0 = subprocess.run([SPECLAB, "tokenize", "encode", "--tokenizer", tok0_path, "--jsonl", "--in", cases_path],
+                               capture_output=True, text=True)
+        lines0 = ours0.stdout.split("\n")[: len(strs)]
+        bad0 = int(ours0.returncode != 0 or len(ref0) != len(strs) or len(lines0) != len(strs))
+        for s, r, o in zip(strs, ref0, lines0):
+            if o != " ".join(map(str, r["ids"])) or r["dec"] != s:
+                bad0 += 1
+                if bad0 <= 5:
+                    print(f"MISMATCH (no BOS, no prefix) on {s[:200]!r}:\n  llama-tokenizer-js: {r['ids']} "
+                          f"(decodes to {r['dec'][:100]!r})\n  speclab:            {o}")
+        with open(ids_path, "w") as f:
+            f.write(" ".join(" ".join(map(str, r["ids"])) for r in ref0) + "\n")
+        dd = subprocess.run([SPECLAB, "tokenize", "decode", "--tokenizer", tok0_path, "--in", ids_path],
+                            capture_output=True)
+        if dd.returncode != 0 or dd.stdout != "".join(strs).encode("utf-8"):
+            bad0 += 1
+            print(f"DECODE MISMATCH (no BOS, no prefix) on all strings concatenated (rc {dd.returncode})")
         # Damaged copies of the same JSON: exit 2 with one line naming the file and the entry.
         for name, damage, frag in [
                 ("duplicate", lambda j: j.replace('"<0x05>"', '"<0x04>"', 1).encode(), "are the same text"),
@@ -331,8 +359,9 @@ def main():
         print(f"llama comparison ({PKG}, {len(d['vocab'])} pieces, {len(d['merges'])} merges -> {n_blocks} score "
               f"blocks + {n_tail} '▁'-run pieces at -1e9): {len(strs) - bad}/{len(strs)} strings ({n_tok} tokens) "
               f"encode identically; decode mismatches {dbad} (all {len(nonempty)} joined, "
-              f"{n_dec} alone, the peer's {len(nonempty)}); {time.time() - t0:.1f} s")
-        return 1 if bad or dbad else 0
+              f"{n_dec} alone, the peer's {len(nonempty)}); without BOS and dummy prefix: "
+              f"{len(strs) - bad0}/{len(strs)} identical and decoded back; {time.time() - t0:.1f} s")
+        return 1 if bad or dbad or bad0 else 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
