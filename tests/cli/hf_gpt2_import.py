@@ -271,8 +271,6 @@ def part_bad(tmp):
          st_edit(lambda l: l + [(x[0][len("transformer."):],) + x[1:] for x in l if x[0] == "transformer.wte.weight"]))
     case("tied lm_head differs", small, st_edit(lambda l: l + [("lm_head.weight", "F32",
                                                                 np.zeros((256, 64), dtype=np.uint32))]))
-    case("bool mask buffer", small, st_edit(lambda l: [(n, "BOOL", np.ones(a.shape, np.uint8)) if n.endswith("attn.bias")
-                                                       and a.ndim == 4 else (n, dt, a) for n, dt, a in l]))
     case("I32 weight", small, st_edit(lambda l: [(n, "I32" if n.endswith("ln_f.bias") else dt, a) for n, dt, a in l]))
 
     def pickle_only(d):
@@ -338,6 +336,23 @@ def part_bad(tmp):
         lines_ok += ok
         if os.environ.get("SL_SHOW_ERRORS"):
             print(f"  {name}: {err}")
+    # Mask buffers stored as BOOL / U8 (older transformers): skipped like the F32 ones once
+    # models/sl_st.c reads those dtypes (a change asked of the lead); until then sl_st_open refuses
+    # the file naming the dtype, exit 2.
+    mb = os.path.join(tmp, "mask_bool_u8")
+    shutil.copytree(small, mb)
+    st_edit(lambda l: [(n, "BOOL", np.ones(a.shape, np.uint8)) if n.endswith("attn.bias") and a.ndim == 4 else
+                       (n, "U8", np.zeros((), np.uint8)) if n.endswith("masked_bias") else (n, dt, a)
+                       for n, dt, a in l])(mb)
+    r = run("model", "probs", mb, "--prompt-ids", "1,2,3,200")
+    if r.returncode == 0:
+        ref = run("model", "probs", "tests/ref/gpt2_f32.safetensors", "--prompt-ids", "1,2,3,200")
+        check(r.stdout == ref.stdout, "BOOL/U8 mask buffers: probs differ from the native model")
+        print("mask buffers as BOOL/U8: skipped, probs identical")
+    else:
+        check(r.returncode == 2 and b"BOOL" in r.stderr and b"\n" not in r.stderr.strip(),
+              f"BOOL mask buffers: exit {r.returncode}, {r.stderr!r}")
+        print("mask buffers as BOOL/U8: refused by sl_st_open (unknown dtype BOOL), exit 2 (pending sl_st.c change)")
     # The pickle itself, named directly.
     r = run("model", "info", os.path.join(tmp, "bad_pytorch_model.bin_only", "pytorch_model.bin"))
     check(r.returncode == 2 and b"safetensors" in r.stderr, f"pytorch_model.bin named: exit {r.returncode}")
