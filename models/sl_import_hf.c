@@ -14,6 +14,9 @@
  *                      merges.txt (GPT-2's encoder.json + vocab.bpe under their HF names). When
  *                      both exist tokenizer.json wins, as in transformers' AutoTokenizer (the fast
  *                      tokenizer); tests/cli/hf_gpt2_import.py checks both give the same tokenizer.
+ *                      Beside vocab.json, added_tokens.json (tokens added by add_tokens or
+ *                      add_special_tokens) is read too; special_tokens_map.json and
+ *                      tokenizer_config.json are not (they name roles, not new tokens).
  *                      Every added token of tokenizer.json is matched in the text before BPE, as
  *                      the tokenizers library does, so all become `special` entries.
  *
@@ -707,6 +710,81 @@ done:
     return rc;
 }
 
+/* vocab.json + merges.txt, and the tokens of added_tokens.json (what add_tokens and
+ * add_special_tokens save beside them: text -> id, ids following the vocabulary's) when the folder
+ * has one. Added tokens are matched in the text before BPE, as transformers does, so they become
+ * `special` entries. */
+static int load_vocab_merges(const char *dir, const char *vj, const char *mt, sl_tok **out)
+{
+    *out = NULL;
+    sl_tok *base = NULL;
+    int rc = sl_tok_load_gpt2(vj, mt, &base);
+    if (rc) return rc;
+    char *ap = join(dir, "added_tokens.json");
+    if (!ap || !is_file(ap)) {
+        free(ap);
+        *out = base;
+        return ap ? SL_OK : SL_EFAIL;
+    }
+    json_object *added = NULL, *doc = NULL;
+    const char **names = NULL; // (na) added token text by id - nv
+    char *text = sl_tok_to_json(base);
+    size_t nv = sl_tok_vocab_size(base), na = 0;
+    sl_tok_free(base);
+    rc = text ? read_json(ap, HF_MAX_CONFIG_BYTES, &added) : SL_EFAIL;
+    if (!rc && !(doc = json_tokener_parse(text))) rc = sl_fail(SL_EFAIL, "out of memory");
+    if (!rc) {
+        na = (size_t)json_object_object_length(added);
+        names = sl_calloc(na ? na : 1, sizeof *names);
+        if (!names) rc = SL_EFAIL;
+    }
+    json_object *jv = NULL, *js = NULL;
+    if (!rc) {
+        json_object_object_get_ex(doc, "vocab", &jv);
+        json_object_object_get_ex(doc, "special", &js);
+    }
+    if (!rc) {
+        json_object_object_foreach(added, key, val)
+        {
+            int64_t id = json_object_is_type(val, json_type_int) ? json_object_get_int64(val) : -1;
+            /* An id inside the vocabulary may only repeat its own token. */
+            if (id >= 0 && (uint64_t)id < nv && !strcmp(json_object_get_string(json_object_array_get_idx(jv, (size_t)id)), key)) {
+                json_object_object_add(js, key, json_object_new_int64(id));
+                continue;
+            }
+            if (id < (int64_t)nv || (uint64_t)id - nv >= na || names[id - (int64_t)nv] || !key[0] ||
+                sl_utf8_valid_prefix((const unsigned char *)key, strlen(key)) != strlen(key)) {
+                rc = sl_fail(SL_EINPUT, "%s: token \"%.40s\" has id %s, expected distinct ids from %zu on (after "
+                             "vocab.json's) without gaps, valid UTF-8", ap, key, json_object_to_json_string(val), nv);
+                break;
+            }
+            names[id - (int64_t)nv] = key;
+        }
+    }
+    size_t n_new = 0;
+    while (!rc && n_new < na && names[n_new]) n_new++;
+    for (size_t k = n_new; !rc && k < na; k++)
+        if (names[k]) rc = sl_fail(SL_EINPUT, "%s: no token has id %zu (ids must follow vocab.json's without gaps)", ap, nv + n_new);
+    for (size_t k = 0; !rc && k < n_new; k++) {
+        json_object_array_add(jv, json_object_new_string(names[k]));
+        json_object_object_add(js, names[k], json_object_new_int64((int64_t)(nv + k)));
+    }
+    if (!rc) {
+        rc = sl_tok_from_json(json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN), out);
+        if (rc) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", sl_errmsg());
+            rc = sl_fail(rc, "%s: %s", ap, msg);
+        }
+    }
+    json_object_put(doc);
+    json_object_put(added);
+    free(names);
+    free(text);
+    free(ap);
+    return rc;
+}
+
 /* The folder's tokenizer as byte-bpe JSON (*json NULL when the folder has none); *source says
  * which files it came from. */
 static int load_tokenizer(const char *dir, size_t vocab_size, char **json, const char **source)
@@ -727,7 +805,7 @@ static int load_tokenizer(const char *dir, size_t vocab_size, char **json, const
         if (!is_file(vj) || !is_file(mt))
             rc = sl_fail(SL_EINPUT, "%s: %s without %s: a GPT-2 tokenizer needs both (or a tokenizer.json)", dir,
                          is_file(vj) ? "vocab.json" : "merges.txt", is_file(vj) ? "merges.txt" : "vocab.json");
-        else rc = sl_tok_load_gpt2(vj, mt, &tok);
+        else rc = load_vocab_merges(dir, vj, mt, &tok);
     }
     if (!rc && tok && sl_tok_vocab_size(tok) > vocab_size)
         rc = sl_fail(SL_EINPUT, "%s: the tokenizer has %zu tokens but config.json's vocab_size is %zu (a model may "

@@ -89,6 +89,21 @@ def encode_lines(tokenizer, cases_path):
     return r.stdout.decode().split("\n")
 
 
+def small_with_target_tokenizer(tmp):
+    """A small f16 gpt2 (vocab 4096, 1 layer, d 16) carrying the target's tokenizer: the tokenizer
+    variants and damaged tokenizers ride on it, so the 27M-parameter target is written once."""
+    small_tok = os.path.join(tmp, "small_tok.safetensors")
+    if not os.path.exists(small_tok):
+        tokj = os.path.join(tmp, "target_tok.json")
+        with open(tokj, "w", encoding="utf-8") as f:
+            f.write(meta("models/family/target.safetensors")["tokenizer"])
+        cfg = '{"vocab_size":4096,"n_layer":1,"n_head":2,"d_model":16,"d_ff":64,"max_seq_len":16}'
+        r = run("model", "init", "--arch", "gpt2", "--config", cfg, "--out", small_tok, "--dtype", "f16",
+                "--tokenizer-json", tokj)
+        check(r.returncode == 0, f"model init: {r.stderr.decode()}")
+    return small_tok
+
+
 def part_models(tmp):
     """1-3: native -> HF -> speclab, bit for bit."""
     # An untied BF16 model too (lm_head required, BF16 kept as BF16).
@@ -97,14 +112,15 @@ def part_models(tmp):
     r = run("model", "init", "--arch", "gpt2", "--config", cfg, "--out", untied, "--dtype", "bf16", "--seed", "7")
     check(r.returncode == 0, f"model init: {r.stderr.decode()}")
     target = "models/family/target.safetensors"
+    small_tok = small_with_target_tokenizer(tmp)
     variants = [
         ("gpt2_f32 prefix+mask", "tests/ref/gpt2_f32.safetensors", []),
         ("gpt2_f16 no prefix, stored tied lm_head", "tests/ref/gpt2_f16.safetensors", ["--no-prefix", "--no-mask", "--lm-head"]),
         ("untied bf16", untied, ["--no-mask"]),
-        ("target vocab.json+merges.txt", target, ["--tokenizer", "vocab"]),
-        ("target tokenizer.json, no prefix", target, ["--tokenizer", "json", "--no-prefix", "--no-mask"]),
-        ("target tokenizer.json pairs", target, ["--tokenizer", "json", "--merges-pairs", "--no-mask"]),
-        ("target both tokenizers", target, ["--tokenizer", "both", "--no-mask"]),
+        ("target (27M, f16) vocab.json+merges.txt", target, ["--tokenizer", "vocab"]),
+        ("target's tokenizer as tokenizer.json, no prefix", small_tok, ["--tokenizer", "json", "--no-prefix", "--no-mask"]),
+        ("target's tokenizer as tokenizer.json with merge pairs", small_tok, ["--tokenizer", "json", "--merges-pairs"]),
+        ("target's tokenizer in both forms", small_tok, ["--tokenizer", "both", "--no-mask"]),
     ]
     prompts = {256: "1,2,3,200,17,99,0,255", 300: "5,299,0,150,7", 4096: "10,4095,7,300,2048,1,999,4000,12,12"}
     toks = {}
@@ -124,13 +140,10 @@ def part_models(tmp):
                   f"{label}: imported tokenizer JSON differs from the native one")
             toks[label] = (d, mc.get("tokenizer"))
         vs = json.loads(mn["config"])["vocab_size"]
-        # Only the target's first variant runs the 27M-parameter model (the others are covered by
-        # the tensor comparison above, which is what decides the logits).
-        if native != target or k == 3:
-            a = run("model", "probs", native, "--prompt-ids", prompts[vs])
-            b = run("model", "probs", d, "--prompt-ids", prompts[vs])
-            check(a.returncode == 0 and b.returncode == 0 and a.stdout == b.stdout and len(a.stdout) > 100,
-                  f"{label}: model probs differ (exit {a.returncode}/{b.returncode})")
+        a = run("model", "probs", native, "--prompt-ids", prompts[vs])
+        b = run("model", "probs", d, "--prompt-ids", prompts[vs])
+        check(a.returncode == 0 and b.returncode == 0 and a.stdout == b.stdout and len(a.stdout) > 100,
+              f"{label}: model probs differ (exit {a.returncode}/{b.returncode})")
         info = run("model", "info", d, "--format", "json")
         check(info.returncode == 0 and b'"hf-gpt2"' in info.stdout, f"{label}: model info: {info.stderr.decode()}")
     # Both tokenizer forms give the same tokenizer (metadata text identical), and tokenizer.json is
@@ -152,6 +165,43 @@ def part_models(tmp):
         check(bad == 0 and len(ours) >= len(cases), f"{label}: {bad} of {len(cases)} strings tokenize differently")
     print(f"models: {len(variants)} HF folders give the native tensors bit for bit, identical probs; "
           f"{len(toks)} tokenizer variants identical to the native on {len(cases)} strings")
+
+
+def part_added(tmp):
+    """Tokens added after training (add_tokens / add_special_tokens): added_tokens.json beside
+    vocab.json, or tokenizer.json's added_tokens, both give the native tokenizer with them special."""
+    tj = os.path.join(tmp, "tok262.json")
+    r = run("tokenize", "train", "--corpus", "data/prompts/prose.txt", "--vocab-size", "262", "--out", tj)
+    check(r.returncode == 0, f"tokenize train: {r.stderr.decode()}")
+    with open(tj, encoding="utf-8") as f:
+        tok = json.load(f)
+    for s in ["<|pad|>", "<bot>:"]:
+        tok["special"][s] = len(tok["vocab"])
+        tok["vocab"].append(s)
+    with open(tj, "w", encoding="utf-8") as f:
+        json.dump(tok, f, ensure_ascii=False)
+    native = os.path.join(tmp, "added.safetensors")
+    cfg = '{"vocab_size":300,"n_layer":1,"n_head":2,"d_model":16,"d_ff":64,"max_seq_len":16}'
+    r = run("model", "init", "--arch", "gpt2", "--config", cfg, "--out", native, "--tokenizer-json", tj)
+    check(r.returncode == 0, f"model init: {r.stderr.decode()}")
+    cases_path = os.path.join(tmp, "added_cases.jsonl")
+    strs = ["<bot>: hello<|pad|><|pad|>", "x<bot>:<bot>:y", "<|endoftext|><bot>: <|pad|> end", "<bot> : <|pad"]
+    with open(cases_path, "w", encoding="utf-8") as f:
+        for s in strs:
+            f.write(json.dumps(s) + "\n")
+    ref = encode_lines(native, cases_path)[: len(strs)]
+    check(all("262" in l or "263" in l for l in ref[:3]), f"added tokens not emitted by the native tokenizer: {ref}")
+    for kind in ("vocab", "json"):
+        d = os.path.join(tmp, "added_" + kind)
+        write_hf(native, d, "--tokenizer", kind, "--base-vocab", "262")
+        check(os.path.exists(os.path.join(d, "added_tokens.json")) == (kind == "vocab"), f"{kind}: added_tokens.json")
+        out = os.path.join(tmp, f"added_{kind}.safetensors")
+        r = run("model", "convert", d, out)
+        if check(r.returncode == 0, f"added tokens ({kind}): convert: {r.stderr.decode()}"):
+            check(json.loads(meta(out)["tokenizer"]) == json.loads(meta(native)["tokenizer"]),
+                  f"added tokens ({kind}): imported tokenizer differs from the native one")
+        check(encode_lines(d, cases_path)[: len(strs)] == ref, f"added tokens ({kind}): ids differ")
+    print("added tokens: added_tokens.json and tokenizer.json's added_tokens give the native tokenizer")
 
 
 def part_peer(tmp):
@@ -214,7 +264,7 @@ def part_peer(tmp):
 def part_bad(tmp):
     """5: damaged folders: exit 2, one line."""
     base = os.path.join(tmp, "bad_base")
-    write_hf("models/family/target.safetensors", base, "--tokenizer", "json", "--no-mask")
+    write_hf(small_with_target_tokenizer(tmp), base, "--tokenizer", "json", "--no-mask")
     small = os.path.join(tmp, "bad_small")
     write_hf("tests/ref/gpt2_f32.safetensors", small)
     cases = []
@@ -363,9 +413,10 @@ def main():
     t0 = time.time()
     tmp = tempfile.mkdtemp(prefix="hf_gpt2_")
     try:
-        part_models(tmp)
-        part_bad(tmp)
-        part_peer(tmp)
+        for part in (part_models, part_added, part_bad, part_peer):
+            t1 = time.time()
+            part(tmp)
+            print(f"  ({part.__name__}: {time.time() - t1:.1f} s)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"hf_gpt2_import: {len(FAILS)} failures, {time.time() - t0:.1f} s")

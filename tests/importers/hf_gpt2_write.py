@@ -23,7 +23,7 @@ q, k, v), read here with its own small safetensors reader; or random weights (--
 model of GPT-2's real vocabulary.
 
 Usage: hf_gpt2_write.py NATIVE.safetensors OUT_DIR [--no-prefix] [--no-mask] [--lm-head]
-                        [--tokenizer vocab|json|both|none] [--merges-pairs]
+                        [--tokenizer vocab|json|both|none] [--merges-pairs] [--base-vocab N]
        hf_gpt2_write.py --random OUT_DIR --vocab-json FILE --merges FILE [--d 16 --layers 1 ...]
 """
 import argparse
@@ -140,16 +140,23 @@ def hf_tensors(get, n_layer, n_positions, prefix, mask, lm_head):
     return out
 
 
-def write_tokenizer(out_dir, tok, kind, merges_pairs=False):
-    """tok: the native byte-bpe JSON (vocab list, merges "a b", special text -> id)."""
+def write_tokenizer(out_dir, tok, kind, merges_pairs=False, base_vocab=None):
+    """tok: the native byte-bpe JSON (vocab list, merges "a b", special text -> id). base_vocab: the
+    ids from it on are tokens added after training (add_tokens / add_special_tokens): as
+    transformers saves them, they go to added_tokens.json beside vocab.json, and only to
+    tokenizer.json's added_tokens, not its model.vocab."""
     vocab, merges, special = tok["vocab"], tok["merges"], tok.get("special", {})
+    nb = len(vocab) if base_vocab is None else base_vocab
     if kind in ("vocab", "both"):
         with open(os.path.join(out_dir, "vocab.json"), "w", encoding="utf-8") as f:
-            json.dump({s: i for i, s in enumerate(vocab)}, f, ensure_ascii=False)
+            json.dump({s: i for i, s in enumerate(vocab[:nb])}, f, ensure_ascii=False)
         with open(os.path.join(out_dir, "merges.txt"), "w", encoding="utf-8") as f:
             f.write("#version: 0.2\n")
             for m in merges:
                 f.write(m + "\n")
+        if nb < len(vocab):
+            with open(os.path.join(out_dir, "added_tokens.json"), "w", encoding="utf-8") as f:
+                json.dump({vocab[i]: i for i in range(nb, len(vocab))}, f, ensure_ascii=False)
     if kind in ("json", "both"):
         added = [{"id": i, "content": s, "single_word": False, "lstrip": False, "rstrip": False, "normalized": True,
                   "special": True} for s, i in sorted(special.items(), key=lambda kv: kv[1])]
@@ -159,7 +166,7 @@ def write_tokenizer(out_dir, tok, kind, merges_pairs=False):
             "pre_tokenizer": byte_level, "post_processor": byte_level, "decoder": byte_level,
             "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
                       "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                      "vocab": {s: i for i, s in enumerate(vocab)},
+                      "vocab": {s: i for i, s in enumerate(vocab[:nb])},
                       "merges": [m.split(" ") for m in merges] if merges_pairs else list(merges)},
         }
         with open(os.path.join(out_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
@@ -187,7 +194,7 @@ def from_native(args):
     with open(os.path.join(args.out, "config.json"), "w") as f:
         json.dump(c, f, indent=2)
     if tok and args.tokenizer != "none":
-        write_tokenizer(args.out, tok, args.tokenizer, args.merges_pairs)
+        write_tokenizer(args.out, tok, args.tokenizer, args.merges_pairs, args.base_vocab)
 
 
 def random_model(args):
@@ -230,6 +237,7 @@ def main():
     ap.add_argument("--lm-head", action="store_true", help="store lm_head.weight (= wte) although tied")
     ap.add_argument("--tokenizer", default="vocab", choices=["vocab", "json", "both", "none"])
     ap.add_argument("--merges-pairs", action="store_true", help="tokenizer.json merges as [a, b] pairs")
+    ap.add_argument("--base-vocab", type=int, help="ids from this on were added after training")
     ap.add_argument("--random", action="store_true")
     ap.add_argument("--vocab-json")
     ap.add_argument("--merges")
