@@ -1,8 +1,8 @@
 /* fuzz_hf.c: Hugging Face GPT-2 folders (models/sl_import_hf.c sl_import_hf_gpt2). The input is a
  * folder cut at NUL bytes: byte 0 picks the layout (low 2 bits: 0 tokenizer.json, 1 vocab.json +
- * merges.txt, 2 no tokenizer, 3 tokenizer.json and the weights file named instead of the folder),
- * then config.json, NUL, the tokenizer file(s) each followed by a NUL, and the rest is
- * model.safetensors (which may hold NULs). An accepted folder is used: the engine builds the model
+ * merges.txt + added_tokens.json (none when that part is empty), 2 no tokenizer, 3 tokenizer.json
+ * and the weights file named instead of the folder), then config.json, NUL, the tokenizer file(s)
+ * each followed by a NUL, and the rest is model.safetensors (which may hold NULs). An accepted folder is used: the engine builds the model
  * from it and runs one forward step of 2 tokens, and its tokenizer metadata loads and round-trips a
  * string, so that an importer that hands out a tensor shorter than its shape is caught by
  * AddressSanitizer. */
@@ -18,7 +18,8 @@
 #include "sl_model.h"
 #include "sl_tok.h"
 
-static const char *const FILES[] = {"config.json", "tokenizer.json", "vocab.json", "merges.txt", "model.safetensors"};
+static const char *const FILES[] = {"config.json",       "tokenizer.json",    "vocab.json",
+                                     "merges.txt",        "added_tokens.json", "model.safetensors"};
 static char dir[512];
 
 static void remove_dir(void)
@@ -102,15 +103,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int bad = put("config.json", part, n);
     if (mode == 0 || mode == 3) {
         n = cut(&p, end, &part);
-        bad |= put("tokenizer.json", part, n) | put("vocab.json", NULL, (size_t)-1) | put("merges.txt", NULL, (size_t)-1);
+        bad |= put("tokenizer.json", part, n) | put("vocab.json", NULL, (size_t)-1) | put("merges.txt", NULL, (size_t)-1) |
+               put("added_tokens.json", NULL, (size_t)-1);
     } else if (mode == 1) {
         n = cut(&p, end, &part);
         bad |= put("vocab.json", part, n) | put("tokenizer.json", NULL, (size_t)-1);
         n = cut(&p, end, &part);
         bad |= put("merges.txt", part, n);
+        n = cut(&p, end, &part);
+        bad |= put("added_tokens.json", part, n ? n : (size_t)-1);
     } else {
         bad |= put("tokenizer.json", NULL, (size_t)-1) | put("vocab.json", NULL, (size_t)-1) |
-               put("merges.txt", NULL, (size_t)-1);
+               put("merges.txt", NULL, (size_t)-1) | put("added_tokens.json", NULL, (size_t)-1);
     }
     bad |= put("model.safetensors", p, (size_t)(end - p));
     if (bad) return 0;
