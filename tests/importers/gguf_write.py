@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """gguf_write.py: an independent GGUF v2/v3 writer and reader with numpy quantisers/dequantisers.
 
 Written from the published GGUF specification (ggml's docs/gguf.md: header "GGUF", u32 version,
@@ -20,6 +20,10 @@ Uses:
   gguf_write.py --blocks OUTDIR [--seed S]
       OUTDIR/blocks.gguf holds one tensor per type (F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K) of random
       valid blocks, OUTDIR/TYPE.f32 the numpy dequantisation (raw little-endian float32).
+  gguf_write.py --to-native FILE.gguf OUT.safetensors
+      reads a llama/gpt2 GGUF with this file's reader and writes the native model (FORMAT.md) with
+      every tensor dequantised to F32 by numpy (gpt2's attn_qkv split into q, k, v): the reference
+      a GGUF importer's tensors and logits must equal exactly.
   gguf_write.py --dump FILE.gguf
       prints the header, the keys (arrays shortened) and the tensor infos.
 
@@ -641,6 +645,48 @@ def write_blocks(outdir, seed=1):
         f.write(build_gguf([("general.architecture", T_STR, "none"), ("general.alignment", T_U32, 32)], ts))
 
 
+def write_safetensors(path, meta, tensors):
+    """tensors: [(name, float32 array)] written as F32, in order, no gaps (safetensors' rules)."""
+    header, pos, blobs = {"__metadata__": meta}, 0, []
+    for name, a in tensors:
+        b = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [pos, pos + len(b)]}
+        pos += len(b)
+        blobs.append(b)
+    h = json.dumps(header).encode()
+    h += b" " * ((-(8 + len(h))) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def to_native(gguf_path, out_path):
+    r = Reader(gguf_path)
+    arch = r.kv["general.architecture"][1]
+    a = arch + "."
+    g = lambda k, d=None: r.kv[a + k][1] if a + k in r.kv else d
+    emb = r.array("token_embd.weight")
+    cfg = {"vocab_size": emb.shape[0], "n_layer": g("block_count"), "n_head": g("attention.head_count"),
+           "n_kv_head": g("attention.head_count_kv", g("attention.head_count")), "d_model": g("embedding_length"),
+           "d_ff": g("feed_forward_length"), "max_seq_len": g("context_length"),
+           "norm_eps": shortest_f32(g("attention.layer_norm_rms_epsilon" if arch == "llama" else
+                                      "attention.layer_norm_epsilon")),
+           "tied_embeddings": "output.weight" not in r.tensors}
+    if arch == "llama":
+        cfg["rope_theta"] = shortest_f32(g("rope.freq_base", 10000.0))
+    meta = {"format": "speclab-model", "format_version": "1", "arch": arch, "config": json.dumps(cfg)}
+    fake = {"lm_head.weight": 1} if not cfg["tied_embeddings"] else {}
+    out = []
+    d = cfg["d_model"]
+    for gname, srcs in gguf_tensor_plan(meta, fake):
+        x = r.array(gname)
+        if len(srcs) == 3:  # gpt2's q | k | v rows
+            for i, s in enumerate(srcs):
+                out.append((s, x[i * d:(i + 1) * d]))
+        else:
+            out.append((srcs[0], x))
+    write_safetensors(out_path, meta, out)
+
+
 def dump(path):
     r = Reader(path)
     print("version %d, %d tensors, %d keys, alignment %d, data at %d" % (r.version, len(r.tensors), len(r.kv),
@@ -678,6 +724,9 @@ def main(argv):
         return 1 if bad else 0
     if args and args[0] == "--blocks":
         write_blocks(args[1], seed)
+        return 0
+    if args and args[0] == "--to-native":
+        to_native(args[1], args[2])
         return 0
     if args and args[0] == "--dump":
         dump(args[1])
