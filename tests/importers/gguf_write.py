@@ -332,13 +332,15 @@ def build_gguf(kvs, tensors, version=3, alignment=32, magic=GGUF_MAGIC, n_tensor
         if off is None:
             off = (pos + alignment - 1) // alignment * alignment
         offsets.append(off)
-        pos = max(pos, off + len(t["data"]))
+        if off + len(t["data"]) < 1 << 28:  # an offset far outside (a damaged file) gets no data
+            pos = max(pos, off + len(t["data"]))
         out += gstr(t["name"]) + struct.pack("<I", len(t["ne"])) + b"".join(struct.pack("<Q", n) for n in t["ne"])
         out += struct.pack("<IQ", t["type"], off)
     out += b"\0" * ((-len(out)) % alignment)
     data = bytearray(pos)
     for t, off in zip(tensors, offsets):
-        data[off:off + len(t["data"])] = t["data"]
+        if off + len(t["data"]) <= pos:
+            data[off:off + len(t["data"])] = t["data"]
     out += data
     return bytes(out)
 
