@@ -135,9 +135,8 @@ def main():
                 continue
             out = P("%s.c%s.gguf" % (name, ver))
             run("model", "convert", src, out, "--to", "gguf", "--version", ver)
-            r = subprocess.run(["/usr/bin/python3", "tests/importers/gguf_write.py", "--check", out, src],
-                               capture_output=True, text=True)
-            check(r.returncode == 0, "(c) %s v%s: independent reader: %s" % (name, ver, r.stdout.strip()[-400:]))
+            probs_c = G.check(out, src)
+            check(not probs_c, "(c) %s v%s: independent reader: %s" % (name, ver, probs_c[:5]))
             check(G.Reader(out).version == int(ver), "(c) %s: version field" % name)
             back = P("%s.c%s.back.safetensors" % (name, ver))
             run("model", "convert", out, back, "--to", "speclab")
@@ -155,18 +154,20 @@ def main():
             for dt in ("f32", "f16", "bf16", "q8_0"):
                 out = P("%s.c.%s.gguf" % (name, dt))
                 run("model", "convert", src, out, "--to", "gguf", "--dtype", dt)
-                r = subprocess.run(["/usr/bin/python3", "tests/importers/gguf_write.py", "--check", out, src, "--dtype",
-                                    dt], capture_output=True, text=True)
-                check(r.returncode == 0, "(c) %s --dtype %s: %s" % (name, dt, r.stdout.strip()[-400:]))
+                probs_c = G.check(out, src, dt)
+                check(not probs_c, "(c) %s --dtype %s: %s" % (name, dt, probs_c[:5]))
     print("gguf: (a)+(c) speclab's writer: done (%.1f s)" % (time.time() - T0))
 
     # (b): the independent writer's files, read by speclab.
-    bound = {"q8_0": 0.1, "q4_0": 0.5, "q4_k": 0.5, "q6_k": 0.3}
+    bound = {"q8_0": 0.1, "q4_0": 0.5, "q4_k": 0.05, "q6_k": 0.02}
     worst = {}
     for name in ("gpt2_f32", "llama_f16", "gpt2_w", "llama_sp"):
         src = models[name]
         ref_probs = probs(src)
-        for dt in ("keep", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"):
+        # 64-wide fixtures: rows are not whole 256-blocks (Q4_K/Q6_K would fall back to Q8_0 there);
+        # the 256-wide models carry the k-quants.
+        wide = name in ("gpt2_w", "llama_sp")
+        for dt in ("keep", "q4_0", "q4_k", "q6_k") if wide else ("keep", "f32", "f16", "bf16", "q8_0", "q4_0"):
             for ver in (3, 2):
                 if ver == 2 and (dt != "q4_k" or name != "llama_sp"):
                     continue
@@ -187,7 +188,7 @@ def main():
                     worst[dt] = max(worst.get(dt, 0.0), d)
                     check(d < bound[dt], "(b) %s %s: max |dp| %.4f >= %.2f" % (name, dt, d, bound[dt]))
         if name != "llama_sp":  # `model info` loads the tokenizer: sp-bpe arrives with the tokenizer helper's part
-            info = run("model", "info", P("%s.py.q4_k.v3.gguf" % name)).stdout
+            info = run("model", "info", P("%s.py.q4_0.v3.gguf" % name)).stdout
             check("format: gguf" in info, "(b) %s: model info does not say gguf" % name)
     # Tokenizers written by the independent writer, read by speclab.
     for name, src in (("llama_sp", models["llama_sp"]), ("target", "models/family/target.safetensors")):
