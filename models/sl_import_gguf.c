@@ -7,16 +7,23 @@
  * Shapes: GGUF lists dimensions fastest first, so a weight with ne = [in, out] is stored as the
  * row-major (out, in) matrix of the native layout, byte for byte: no transposition anywhere.
  *
- * RoPE: llama.cpp's `llama` architecture uses rope type NORM, which rotates adjacent pairs
- * (x[2j], x[2j+1]) of each head, and its converters (convert_hf_to_gguf.py, LlamaModel; the older
- * convert-llama-hf-to-gguf.py: "reverse HF permute back to original pth layout") undo Hugging
- * Face's half-split permutation of q_proj/k_proj rows. GGUF q/k rows are therefore in Meta's
- * original layout, which is the native one (FORMAT.md: adjacent pairs, as in llama2.c): they are
- * used as they are, and the writer stores native rows as they are.
+ * RoPE: llama.cpp's llama_model_rope_type() (src/llama-model.cpp) puts LLM_ARCH_LLAMA in the
+ * LLAMA_ROPE_TYPE_NORM group ("a normal RoPE, operating on pairs of consecutive head values":
+ * (x[2j], x[2j+1]), angle pos * theta^(-2j/n_rot)), and its Hugging Face converters undo HF's
+ * half-split permutation of q_proj/k_proj rows (convert_hf_to_gguf.py LlamaModel.permute; the older
+ * convert-llama-hf-to-gguf.py: "reverse HF permute back to original pth layout"). GGUF llama q/k rows
+ * are therefore in Meta's original layout, which is the native one (FORMAT.md: adjacent pairs, as
+ * in llama2.c): the importer uses them as they are and the writer stores native rows as they are.
+ * tests/importers/gguf_write.py does the same; the llama.cpp peer test checks it numerically.
  *
  * gpt2: llama.cpp fuses q, k, v into blk.N.attn_qkv (ne = [d, 3d], rows q | k | v, and a bias of
  * 3d); the importer splits it into the native q, k, v (views into one buffer), the writer
  * concatenates them back.
+ *
+ * Config: sizes from the arch's keys, vocab_size from token_embd's shape, tied embeddings when
+ * output.weight is absent. The epsilon (and rope.freq_base) are float32 keys: they are read back as
+ * the shortest decimal that gives the same float32 (sl_gguf_f32_to_double), so a speclab model's
+ * norm_eps 1e-5 survives the round trip exactly (the engine adds the double eps in its norms).
  *
  * Types: F32, F16 and BF16 tensors are used in place from the mapping; Q8_0, Q4_0, Q4_K and Q6_K
  * are dequantised at load into float32 buffers the file owns. The writer stores F32, F16, BF16 or
@@ -210,8 +217,16 @@ static int read_config(const sl_gguf *g, const char *path, sl_arch arch, sl_mode
                 return sl_fail(SL_EINPUT, "%s: key '%s' is %llu, but speclab rotates whole heads (head_dim %zu)", path, k,
                                (unsigned long long)v, c->n_head ? c->d_model / c->n_head : 0);
         }
-        if (sl_gguf_find_kv(g, "llama.rope.scaling.type") || sl_gguf_find_kv(g, "llama.rope.scaling.factor"))
-            return sl_fail(SL_EINPUT, "%s: RoPE scaling (llama.rope.scaling.*) is not supported", path);
+        /* RoPE scaling changes the angles: refused unless it says "none" or a factor of 1. */
+        const char *st;
+        size_t stl;
+        double factor = 1.0;
+        if (sl_gguf_find_kv(g, "llama.rope.scaling.type") &&
+            (sl_gguf_get_str(g, "llama.rope.scaling.type", &st, &stl) || !(stl == 4 && !memcmp(st, "none", 4))))
+            return sl_fail(SL_EINPUT, "%s: RoPE scaling (llama.rope.scaling.type) is not supported", path);
+        if ((rc = sl_gguf_get_float_opt(g, "llama.rope.scaling.factor", &factor))) return rc;
+        if (factor != 1.0 && factor != 0.0)
+            return sl_fail(SL_EINPUT, "%s: RoPE scaling (llama.rope.scaling.factor %g) is not supported", path, factor);
     } else {
         snprintf(k, sizeof k, "%s.attention.layer_norm_epsilon", a);
         if ((rc = sl_gguf_get_float(g, k, &c->norm_eps))) return rc;
@@ -248,6 +263,7 @@ static int str_array(const sl_gguf *g, const char *key, uint64_t n, json_object 
         const char *s;
         size_t len;
         sl_gguf_next_str(&p, &s, &len);
+        if (len > INT32_MAX) return sl_fail(SL_EINPUT, "%s: %s %llu is too long", g->path, key, (unsigned long long)i);
         if ((rc = utf8_ok(g->path, key, s, len, i))) return rc;
         if (json_object_array_add(into, json_object_new_string_len(s, (int)len))) return SL_EFAIL;
     }
@@ -337,7 +353,7 @@ static int read_tokenizer(const sl_gguf *g, size_t vocab, char **json, char *not
             !(plen == 5 && !memcmp(pre, "gpt-2", 5)) && !(plen == 7 && !memcmp(pre, "default", 7)))
             snprintf(note, note_cap, "tokenizer: GGUF pre-tokenizer '%.*s' differs from GPT-2's, which speclab uses",
                      (int)(plen < 40 ? plen : 40), pre);
-        sl_err_clear();
+        if (!rc) sl_err_clear(); /* a tokenizer.ggml.pre that is not a string only loses the note */
     } else if (!rc) {
         if (!rc) rc = opt_array(g, "tokenizer.ggml.scores", SL_GGUF_F32, n, &scores);
         json_object *sc = json_object_new_array(), *ty = json_object_new_array();
