@@ -863,6 +863,11 @@ int sl_export_gguf(const sl_st_file *nat, const char *path, const sl_export_opts
     int rc = sl_model_config_parse(cfg_s, arch, nat->path, &c);
     if (rc) return rc;
     if (c.n_layer > 100000) return sl_fail(SL_EINPUT, "%s: %zu layers", nat->path, c.n_layer);
+    /* GGUF keeps both as float32: a value that float32 turns into 0 or infinity cannot be written. */
+    if (!((float)c.norm_eps > 0 && sl_isfinite((float)c.norm_eps)) ||
+        !((float)c.rope_theta > 0 && sl_isfinite((float)c.rope_theta)))
+        return sl_fail(SL_EINPUT, "%s: norm_eps %g or rope_theta %g does not survive GGUF's float32", nat->path,
+                       c.norm_eps, c.rope_theta);
     const char *a = sl_arch_name(arch);
 
     out_tensor *ot = sl_calloc(c.n_layer * 13 + 8, sizeof *ot);
