@@ -283,6 +283,8 @@ int sl_gguf_parse(const void *buf, size_t size, const char *path, sl_gguf **out)
     uint32_t version;
     uint64_t n_tensors, n_kv;
     if (get_u32(&c, &version, "the version")) return SL_EINPUT;
+    if (version == 0x02000000u || version == 0x03000000u)
+        return sl_fail(SL_EINPUT, "%s: a big-endian GGUF file (speclab reads little-endian ones)", path);
     if (version != 2 && version != 3)
         return sl_fail(SL_EINPUT, "%s: GGUF version %u (speclab reads versions 2 and 3%s)", path, version,
                        version == 1 ? "; version 1 is obsolete: convert it with llama.cpp" : "");

@@ -124,10 +124,13 @@ def main():
         "--seed", "3")
     run("model", "init", "--arch", "llama", "--config", cfgw % 2, "--out", P("llama_w.safetensors"), "--init-std",
         "0.05", "--seed", "4")
+    run("model", "init", "--arch", "llama", "--config", cfgw.replace("256", "64").replace("512", "96") % 2, "--out",
+        P("llama_bf16.safetensors"), "--dtype", "bf16", "--seed", "5")
     meta, ts = G.read_safetensors(P("llama_w.safetensors"))
     meta["tokenizer"] = json.dumps(sp_tokenizer(13))
     write_native(P("llama_sp.safetensors"), meta, ts)
-    models.update(gpt2_w=P("gpt2_w.safetensors"), llama_sp=P("llama_sp.safetensors"))
+    models.update(gpt2_w=P("gpt2_w.safetensors"), llama_sp=P("llama_sp.safetensors"),
+                  llama_bf16=P("llama_bf16.safetensors"))
 
     # (a) + (c): speclab's writer, read back by speclab and by the independent reader.
     for name, src in list(models.items()) + [("target", "models/family/target.safetensors")]:
@@ -216,6 +219,7 @@ def main():
     bad["magic"] = b"GGUX" + base[4:]
     bad["version1"] = base[:4] + struct.pack("<I", 1) + base[8:]
     bad["version4"] = base[:4] + struct.pack("<I", 4) + base[8:]
+    bad["big_endian"] = base[:4] + struct.pack(">I", 3) + base[8:]
     bad["n_tensors_2^60"] = base[:8] + struct.pack("<Q", 1 << 60) + base[16:]
     bad["n_kv_2^60"] = base[:16] + struct.pack("<Q", 1 << 60) + base[24:]
     # the first key's name length past the end
