@@ -90,7 +90,7 @@ int sl_gguf_get_float(const sl_gguf *g, const char *key, double *out); /* F32 (s
 int sl_gguf_get_float_opt(const sl_gguf *g, const char *key, double *out);
 int sl_gguf_get_bool_opt(const sl_gguf *g, const char *key, int *out);
 int sl_gguf_get_str(const sl_gguf *g, const char *key, const char **s, size_t *len); /* not NUL-terminated */
-/* An array of elem_type (or of any integer type when elem_type is SL_GGUF_I32 and integers=1). */
+/* An array of elem_type; SL_GGUF_I32 accepts an array of any integer type (read with sl_gguf_arr_int). */
 int sl_gguf_get_arr(const sl_gguf *g, const char *key, uint32_t elem_type, const sl_gguf_kv **out);
 
 /* Elements of arrays (validated by the parser): the i-th fixed-size element; and strings in turn:
