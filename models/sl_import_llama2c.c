@@ -203,7 +203,9 @@ static int parse_header(const char *path, const unsigned char *b, size_t bytes, 
 {
     memset(h, 0, sizeof *h);
     int32_t vraw;
-    if (bytes >= 8 && rd_u32(b) == L2C_MAGIC) {
+    if (bytes >= 4 && rd_u32(b) == L2C_MAGIC) {
+        if (bytes < 8)
+            return sl_fail(SL_EINPUT, "%s: llama2.c header is truncated (%zu bytes, expected 256)", path, bytes);
         h->version = rd_i32(b + 4);
         if (h->version != 1 && h->version != 2)
             return sl_fail(SL_EINPUT, "%s: llama2.c checkpoint version %d is not supported (expected 1 or 2)", path,
@@ -705,15 +707,22 @@ static int write_all(sl_atomic_file *af, const void *p, size_t n)
 /* Q8_0 as export.py's quantize_q80: per group of gs, scale = max|w| / 127 (float32), q =
  * round-half-even(w / scale) (torch.round); a group of zeros gets scale 0 and q = 0 (export.py would
  * divide 0 by 0 there). */
-static void quantise_q80(const float *w, size_t n, size_t gs, int8_t *q, float *s)
+static int quantise_q80(const float *w, size_t n, size_t gs, int8_t *q, float *s)
 {
     for (size_t g = 0; g < n / gs; g++) {
         float wmax = 0;
-        for (size_t i = g * gs; i < (g + 1) * gs; i++) wmax = fmaxf(wmax, fabsf(w[i]));
+        for (size_t i = g * gs; i < (g + 1) * gs; i++) {
+            if (!isfinite(w[i])) return SL_EINPUT;
+            wmax = fmaxf(wmax, fabsf(w[i]));
+        }
         float scale = wmax / 127.0f;
         s[g] = scale;
-        for (size_t i = g * gs; i < (g + 1) * gs; i++) q[i] = scale > 0 ? (int8_t)nearbyintf(w[i] / scale) : 0;
+        /* |w / scale| <= 127 up to one rounding, except where scale is subnormal (imprecise): clamped
+         * there, so the cast stays in range. */
+        for (size_t i = g * gs; i < (g + 1) * gs; i++)
+            q[i] = scale > 0 ? (int8_t)fminf(127.0f, fmaxf(-127.0f, nearbyintf(w[i] / scale))) : 0;
     }
+    return SL_OK;
 }
 
 int sl_export_llama2c(const sl_st_file *native, const char *path, const sl_export_opts *o)
@@ -823,7 +832,12 @@ int sl_export_llama2c(const sl_st_file *native, const char *path, const sl_expor
             const sl_st_tensor *t = sl_st_find(native, name);
             sl_kern_to_f32(wf, t->data, t->dtype, t->numel);
             if (version == 2 && gi.quantised) {
-                quantise_q80(wf, t->numel, (size_t)h.gs, wq, ws);
+                if (quantise_q80(wf, t->numel, (size_t)h.gs, wq, ws)) {
+                    sl_atomic_abort(&af);
+                    rc = sl_fail(SL_EINPUT, "%s: tensor '%s' holds a value that is not finite: Q8_0 cannot hold it",
+                                 native->path, name);
+                    goto done;
+                }
                 rc = write_all(&af, wq, t->numel);
                 if (!rc) rc = write_all(&af, ws, t->numel / (size_t)h.gs * sizeof *ws);
             } else
