@@ -46,6 +46,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -741,10 +742,10 @@ int sl_export_llama2c(const sl_st_file *native, const char *path, const sl_expor
         return sl_fail(SL_EINPUT, "%s: llama2.c's format has no norm_eps or rope_theta field (its programs use 1e-5 and "
                        "10000); this model has norm_eps %g and rope_theta %g", path, c.norm_eps, c.rope_theta);
     int version = o->version;
-    if (o->dtype && !strcmp(o->dtype, "q8_0") && version == 0) version = 2;
+    if (o->dtype && !strcasecmp(o->dtype, "q8_0") && version == 0) version = 2;
     if (version < 0 || version > 2)
         return sl_fail(SL_EINPUT, "%s: llama2.c version %d: expected 0 (legacy), 1 or 2", path, version);
-    if (o->dtype && strcmp(o->dtype, version == 2 ? "q8_0" : "f32"))
+    if (o->dtype && strcasecmp(o->dtype, version == 2 ? "q8_0" : "f32"))
         return sl_fail(SL_EINPUT, "%s: llama2.c version %d stores %s, not %s", path, version,
                        version == 2 ? "q8_0" : "f32", o->dtype);
     const size_t cv[7] = {c.d_model, c.d_ff, c.n_layer, c.n_head, c.n_kv_head, c.vocab_size, c.max_seq_len};
