@@ -788,8 +788,8 @@ int sl_export_llama2c(const sl_st_file *native, const char *path, const sl_expor
     /* A tokenizer left from an earlier file must not pair with this one. */
     if ((rc = sl_out_check("OUT", tpath, o->force, "would be read as this checkpoint's tokenizer"))) goto done_early;
     if (!tbin) unlink(tpath);
-    size_t freq_n = (size_t)h.S * (size_t)(h.d / h.H / 2);
-    size_t buf_n = max_numel > 2 * freq_n ? max_numel : 2 * freq_n;
+    const size_t half = (size_t)(h.d / h.H / 2); /* freq_cis rows are written one at a time */
+    size_t buf_n = max_numel > half ? max_numel : half;
     float *wf = sl_malloc((buf_n ? buf_n : 1) * sizeof *wf);
     int8_t *wq = version == 2 ? sl_malloc(max_numel ? max_numel : 1) : NULL;
     float *ws = version == 2 ? sl_malloc((max_numel / (size_t)h.gs + 1) * sizeof *ws) : NULL;
@@ -816,16 +816,16 @@ int sl_export_llama2c(const sl_st_file *native, const char *path, const sl_expor
         int g = order[k];
         if (!group_present(&h, g)) continue;
         l2c_group gi = group_info(&h, g);
-        if (g == G_FREQ) { /* as model.py's precompute_freqs_cis, in float32 */
-            const size_t hs = (size_t)(h.d / h.H), half = hs / 2;
-            for (size_t p = 0; p < (size_t)h.S; p++)
-                for (size_t j = 0; j < half; j++) {
-                    float freq = 1.0f / powf(10000.0f, (float)(2 * j) / (float)hs);
-                    float a = (float)p * freq;
-                    wf[p * half + j] = cosf(a);
-                    wf[freq_n + p * half + j] = sinf(a);
+        if (g == G_FREQ) { /* as model.py's precompute_freqs_cis, in float32: cos table, then sin */
+            const size_t hs = 2 * half;
+            for (int t = 0; t < 2 && !rc; t++)
+                for (size_t p = 0; p < (size_t)h.S && !rc; p++) {
+                    for (size_t j = 0; j < half; j++) {
+                        float a = (float)p * (1.0f / powf(10000.0f, (float)(2 * j) / (float)hs));
+                        wf[j] = t ? sinf(a) : cosf(a);
+                    }
+                    rc = write_all(&af, wf, half * sizeof *wf);
                 }
-            rc = write_all(&af, wf, 2 * freq_n * sizeof *wf);
             continue;
         }
         for (int64_t l = 0; l < (gi.per_layer ? h.L : 1) && !rc; l++) {
