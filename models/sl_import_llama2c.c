@@ -343,8 +343,9 @@ typedef struct {
     float score;
 } raw_token;
 
-/* Reads tokenizer.bin at tpath (vocab tokens) into the sp-bpe JSON (*json_out, malloc'd). */
-static int read_tokenizer(const char *tpath, size_t vocab, char **json_out)
+/* Reads tokenizer.bin at tpath (vocab tokens) into the sp-bpe JSON (*json_out, malloc'd). own names
+ * the checkpoint's own tokenizer file, for the messages about a file made for another vocabulary. */
+static int read_tokenizer(const char *tpath, size_t vocab, const char *own, char **json_out)
 {
     *json_out = NULL;
     char *buf = NULL;
@@ -366,8 +367,8 @@ static int read_tokenizer(const char *tpath, size_t vocab, char **json_out)
     }
     /* Each token takes at least 8 bytes: the count is bounded by the file before allocating. */
     if (vocab > (len - 4) / 8) {
-        rc = sl_fail(SL_EINPUT, "%s: truncated: %zu bytes cannot hold the model's %zu tokens (8 bytes each at least)",
-                     tpath, len, vocab);
+        rc = sl_fail(SL_EINPUT, "%s: truncated: %zu bytes cannot hold the model's %zu tokens (8 bytes each at least; "
+                     "the checkpoint's own tokenizer goes in %s)", tpath, len, vocab, own);
         goto done;
     }
     tok = sl_malloc(vocab * sizeof *tok);
@@ -378,7 +379,8 @@ static int read_tokenizer(const char *tpath, size_t vocab, char **json_out)
     size_t off = 4, longest = 0;
     for (size_t i = 0; i < vocab; i++) {
         if (len - off < 8) {
-            rc = sl_fail(SL_EINPUT, "%s: truncated at token %zu of the model's %zu", tpath, i, vocab);
+            rc = sl_fail(SL_EINPUT, "%s: truncated at token %zu of the model's %zu (the checkpoint's own tokenizer goes "
+                         "in %s)", tpath, i, vocab, own);
             goto done;
         }
         memcpy(&tok[i].score, b + off, 4);
@@ -403,8 +405,8 @@ static int read_tokenizer(const char *tpath, size_t vocab, char **json_out)
         if ((size_t)n > longest) longest = (size_t)n;
     }
     if (off != len) {
-        rc = sl_fail(SL_EINPUT, "%s: %zu bytes follow the model's %zu tokens: the tokenizer is not for this vocabulary",
-                     tpath, len - off, vocab);
+        rc = sl_fail(SL_EINPUT, "%s: %zu bytes follow the model's %zu tokens: the tokenizer is for a larger vocabulary "
+                     "(the checkpoint's own tokenizer goes in %s)", tpath, len - off, vocab, own);
         goto done;
     }
     /* One earlier tokenizer.py wrote byte piece <0xXX> as the character chr(XX): recognised when
@@ -528,7 +530,7 @@ static int find_tokenizer(const char *path, size_t vocab, char **json, char *not
         struct stat st;
         if (!strcmp(cand[k], path) || stat(cand[k], &st) != 0 || !S_ISREG(st.st_mode)) continue;
         found = 1;
-        rc = read_tokenizer(cand[k], vocab, json);
+        rc = read_tokenizer(cand[k], vocab, sl_path_base(cand[0]), json);
         if (!rc) snprintf(note, note_cap, "tokenizer: %s", sl_path_base(cand[k]));
     }
     if (!rc && !found)
