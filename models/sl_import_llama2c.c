@@ -478,7 +478,7 @@ static int read_tokenizer(const char *tpath, size_t vocab, const char *own, char
     json_object_object_add(root, "bos", json_object_new_int64(bos));
     json_object_object_add(root, "eos", json_object_new_int64(eos));
     json_object_object_add(root, "unk", json_object_new_int64(unk));
-    json_object_object_add(root, "add_bos", json_object_new_boolean(1));
+    json_object_object_add(root, "add_bos", json_object_new_boolean(bos >= 0)); /* run.c: BOS first */
     json_object_object_add(root, "add_eos", json_object_new_boolean(0));
     json_object_object_add(root, "add_dummy_prefix", json_object_new_boolean(1));
     json_object_object_add(root, "byte_fallback", json_object_new_boolean(n_byte_pieces >= 256));

@@ -284,7 +284,7 @@ def expected_sp_bpe(spec):
     pieces[bos], pieces[eos] = '<s>', '</s>'
     return {'type': 'sp-bpe', 'pieces': pieces, 'scores': [float(np.float32(s)) for s in spec['scores']],
             'types': types, 'bos': bos, 'eos': eos, 'unk': pieces.index('<unk>') if '<unk>' in pieces else -1,
-            'add_bos': True, 'add_eos': False, 'add_dummy_prefix': True, 'byte_fallback': types.count(6) >= 256}
+            'add_bos': bos >= 0, 'add_eos': False, 'add_dummy_prefix': True, 'byte_fallback': types.count(6) >= 256}
 
 # ---------------------------------------------------------------- CLI
 
