@@ -139,5 +139,20 @@ done
 bad2 "defect 6: theory --gamma 1:1000000" "narrow the gamma range" theory --alpha 0.5 --gamma 1:1000000
 "$S" theory --alpha 0.5 --gamma 1:2000 --format csv | tail -n +2 | wc -l | grep -qx 2000 && ok "defect 6: 1:2000 still runs" || bad "defect 6: 1:2000"
 
+# ---- fuzzing finding 6 (tests/fuzz/README.md): libhdf5 dies with SIGSEGV in H5Dread on this damaged
+# sample file; the read runs in a forked child, so speclab itself says so and exits 2 ----
+tail -c +3 tests/fuzz/corpus/samples/regress-segv-H5Dread-contiguous-no-storage > "$T/segv.h5"
+P16=$($PY -c "print(','.join(['0.0625'] * 16))")
+if ldd "$S" 2>/dev/null | grep -q libasan; then
+  # The sanitizer build's child prints AddressSanitizer's report of the crash inside libhdf5 before
+  # it exits; speclab's own line is the last one.
+  "$S" verify --samples "$T/segv.h5" --samples-format hdf5 --p "$P16" --q "$P16" --gamma 2 >/dev/null 2>"$T/err"; rc=$?
+  [ $rc -eq 2 ] && tail -1 "$T/err" | grep -q "libhdf5 failed" && ok "fuzz finding 6 (ASan build): contained, exit 2" ||
+    bad "fuzz finding 6 (ASan build): rc=$rc $(tail -1 "$T/err")"
+else
+  bad2 "fuzz finding 6: verify --samples, libhdf5 SIGSEGV contained" "libhdf5 crashed" \
+    verify --samples "$T/segv.h5" --samples-format hdf5 --p "$P16" --q "$P16" --gamma 2
+fi
+
 [ $fail -eq 0 ] && echo "hardening.sh: all checks passed"
 exit $fail
