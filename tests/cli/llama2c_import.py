@@ -6,7 +6,10 @@
    fixture and from its legacy and version 1 checkpoints (float32: bit-identical logits, so the same
    draws), and from a version 2 (Q8_0) checkpoint and the native model holding numpy's dequantised
    weights. Equality is exact: any logit difference could change a draw, and the weights are equal.
-2. Bad input: damaged checkpoints and tokenizer.bin files exit 2 with one line on stderr, never a
+2. `model convert --to llama2c` (each version) then `model probs`: the same distributions, printed
+   with 17 digits, as the source (versions 0, 1) or the numpy-dequantised model (version 2); the
+   version 1 and 2 files are byte-identical to the numpy writer's; `model info` names the format.
+3. Bad input: damaged checkpoints and tokenizer.bin files exit 2 with one line on stderr, never a
    crash: truncations, zero/negative/huge sizes, n_heads not dividing dim, sizes whose product
    overflows, version 3, a truncated versioned header, tokenizer truncated / negative length /
    length past the end / invalid UTF-8.
@@ -64,6 +67,53 @@ def main():
         r1, r2 = gen(p('v2.bin'), p('v2.tok')), gen(p('dq.safetensors'), p('dq.tok'))
         check(r1.returncode == 0 and r2.returncode == 0 and open(p('v2.tok')).read() == open(p('dq.tok')).read(),
               'version 2 (Q8_0) checkpoint samples as the numpy-dequantised native model')
+
+        # ---- model convert / probs / info (the CLI's own writer and reader)
+        def probs(model):
+            r = subprocess.run([SPECLAB, 'model', 'probs', model, '--prompt-ids', '1,7,200,3,255,0'],
+                               capture_output=True, text=True, env=ENV)
+            return r.stdout if r.returncode == 0 else 'failed: ' + r.stderr
+        ref_probs = probs(SRC)
+        check(ref_probs.startswith('{'), 'model probs on the native fixture')
+        for v in (0, 1, 2):
+            r = subprocess.run([SPECLAB, 'model', 'convert', SRC, p(f'c{v}.bin'), '--to', 'llama2c', '--version', str(v)],
+                               capture_output=True, text=True, env=ENV)
+            check(r.returncode == 0 and not os.path.exists(p(f'c{v}.tokenizer.bin')),
+                  f'model convert --to llama2c --version {v} {r.stderr.strip()[:200]}')
+            # Probabilities printed with 17 digits: equal text means equal float32 logits.
+            want = ref_probs if v < 2 else probs(p('dq.safetensors'))
+            check(probs(p(f'c{v}.bin')) == want, f'model probs: converted version {v} = '
+                  + ('the source' if v < 2 else 'the numpy-dequantised model') + ' (exact)')
+            a, b = open(p(f'c{v}.bin'), 'rb').read(), open(p(f'v{v}.bin'), 'rb').read()
+            if v == 0:
+                # The legacy freq_cis tables (S 32 x 8, twice) are float32 cos/sin, computed by
+                # libm here and by numpy there: equal to a few ulp, not bit for bit. The rest is.
+                f0, f1 = len(a) - 4 * (256 * 64) - 4 * 512, len(a) - 4 * (256 * 64)
+                fa, fb = struct.unpack('512f', a[f0:f1]), struct.unpack('512f', b[f0:f1])
+                same = len(a) == len(b) and a[:f0] == b[:f0] and a[f1:] == b[f1:] and \
+                    max(abs(x - y) for x, y in zip(fa, fb)) <= 1e-6
+                check(same, 'version 0: the C and numpy writers give the same bytes, freq_cis within 1e-6')
+            else:
+                check(a == b, f'version {v}: the C writer and the numpy writer give the same bytes')
+        r = subprocess.run([SPECLAB, 'model', 'info', p('c2.bin')], capture_output=True, text=True, env=ENV)
+        check(r.returncode == 0 and 'format: llama2c' in r.stdout and '{"Q8_0": 16, "F32": 5}' in r.stdout,
+              'model info: format llama2c, source dtypes Q8_0 16 and F32 5')
+        r = subprocess.run([SPECLAB, 'model', 'convert', 'tests/ref/gpt2_f32.safetensors', p('g.bin'), '--to', 'llama2c'],
+                           capture_output=True, text=True, env=ENV)
+        check(r.returncode == 2 and len(r.stderr.strip().split('\n')) == 1 and 'only llama' in r.stderr,
+              f'gpt2 -> llama2c refused in one line: {r.stderr.strip()[:200]}')
+        # A byte-level BPE tokenizer has no tokenizer.bin form: the checkpoint is written without one.
+        r = subprocess.run([SPECLAB, 'model', 'init', '--arch', 'llama', '--config',
+                            '{"vocab_size":4096,"n_layer":1,"n_head":2,"d_model":16,"d_ff":16,"max_seq_len":8}',
+                            '--tokenizer-json', 'models/tokenizer.json', '--out', p('bb.safetensors')],
+                           capture_output=True, text=True, env=ENV)
+        if r.returncode == 0:
+            r = subprocess.run([SPECLAB, 'model', 'convert', p('bb.safetensors'), p('bb.bin'), '--to', 'llama2c'],
+                               capture_output=True, text=True, env=ENV)
+            check(r.returncode == 0 and os.path.exists(p('bb.bin')) and not os.path.exists(p('bb.tokenizer.bin')),
+                  f'byte-bpe model -> llama2c without tokenizer.bin {r.stderr.strip()[:200]}')
+        else:
+            print('SKIP: byte-bpe llama model:', r.stderr.strip()[:200])
 
         # ---- damaged checkpoints
         b1 = open(p('v1.bin'), 'rb').read()
