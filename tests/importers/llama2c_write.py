@@ -17,6 +17,8 @@ Subcommands:
   random OUT.bin --dim D --hidden F --layers L --heads H --kv-heads K --vocab V --seq-len S
          [--separate] [--seed N] [--version V] [--native-out X.safetensors] [--tokenizer-json T]
       a random llama2.c model, and the same model as a native file (tokenizer T embedded there).
+  encode TOKENIZER.bin VOCAB_SIZE TEXT...
+      run.c's encode (BOS, dummy prefix, characters or byte fallback, merges by score): the ids.
   tokenizer SPEC.json OUT.bin [--chr-bytes] [--expect EXPECT.json]
       SPEC: {"pieces": [SentencePiece pieces], "scores": [...], "bos": 1, "eos": 2}. Writes
       tokenizer.bin as tokenizer.py does; --chr-bytes as the earlier tokenizer.py that wrote byte
@@ -286,6 +288,55 @@ def expected_sp_bpe(spec):
             'types': types, 'bos': bos, 'eos': eos, 'unk': pieces.index('<unk>') if '<unk>' in pieces else -1,
             'add_bos': bos >= 0, 'add_eos': False, 'add_dummy_prefix': True, 'byte_fallback': types.count(6) >= 256}
 
+
+
+def tokenizer_read(path, vocab_size):
+    """tokenizer.bin as run.c's build_tokenizer reads it: vocab_size (bytes, score) pairs."""
+    b = open(path, 'rb').read()
+    off, vocab, scores = 4, [], []
+    for _ in range(vocab_size):
+        score, n = struct.unpack_from('<fi', b, off)
+        vocab.append(b[off + 8:off + 8 + n])
+        scores.append(score)
+        off += 8 + n
+    return vocab, scores
+
+
+def run_c_encode(vocab, scores, text, bos=True):
+    """run.c's encode on tokenizer.bin's pieces: BOS (id 1), a dummy-prefix " " when the text is not
+    empty, one token per UTF-8 character (at most 4 bytes) or, when the character is no piece, its
+    bytes as ids byte + 3; then repeatedly merge the adjacent pair whose concatenation is a piece of
+    the highest score (strictly higher wins, so the leftmost of equals)."""
+    lookup = {}
+    for i, v in enumerate(vocab):
+        lookup.setdefault(v, i)  # run.c's bsearch over a sorted copy: any one of equal pieces
+    tokens = [1] if bos else []
+    data = text.encode('utf-8')
+    if data:
+        tokens.append(lookup[b' '])
+    buf = b''
+    for k, c in enumerate(data):
+        if c & 0xC0 != 0x80:
+            buf = b''
+        buf += bytes([c])
+        if k + 1 < len(data) and data[k + 1] & 0xC0 == 0x80 and len(buf) < 4:
+            continue
+        if buf in lookup:
+            tokens.append(lookup[buf])
+        else:
+            tokens.extend(x + 3 for x in buf)
+        buf = b''
+    while True:
+        best, best_id, best_idx = -1e10, -1, -1
+        for i in range(len(tokens) - 1):
+            j = lookup.get(vocab[tokens[i]] + vocab[tokens[i + 1]], -1)
+            if j != -1 and scores[j] > best:
+                best, best_id, best_idx = scores[j], j, i
+        if best_idx == -1:
+            break
+        tokens[best_idx:best_idx + 2] = [best_id]
+    return tokens
+
 # ---------------------------------------------------------------- CLI
 
 
@@ -337,7 +388,16 @@ def main():
     t.add_argument('out')
     t.add_argument('--chr-bytes', action='store_true')
     t.add_argument('--expect')
+    c = sub.add_parser('encode', help="run.c's encode: prints the ids of each TEXT on a line")
+    c.add_argument('tokenizer_bin')
+    c.add_argument('vocab_size', type=int)
+    c.add_argument('text', nargs='+')
     a = ap.parse_args()
+    if a.cmd == 'encode':
+        vocab, scores = tokenizer_read(a.tokenizer_bin, a.vocab_size)
+        for t in a.text:
+            print(' '.join(map(str, run_c_encode(vocab, scores, t))))
+        return 0
     if a.cmd == 'export':
         m, _ = from_native(a.src)
         write_version(m, a.out, a.version, a.group_size)
