@@ -592,8 +592,10 @@ int sl_import_llama2c(const char *path, sl_st_file **out)
                 }
                 const int8_t *q = (const int8_t *)(b + off);
                 const unsigned char *sc = b + off + numel;
-                size_t gs = (size_t)h.gs;
-                for (size_t gk = 0; gk < numel / gs; gk++) {
+                const size_t gs = (size_t)h.gs, n_groups = numel / gs;
+                /* runq.c's dequantize; the groups are independent, so threads give the same bytes. */
+#pragma omp parallel for schedule(static) if (numel >= (1u << 20))
+                for (size_t gk = 0; gk < n_groups; gk++) {
                     float s;
                     memcpy(&s, sc + 4 * gk, 4);
                     for (size_t i = gk * gs; i < (gk + 1) * gs; i++) w[i] = (float)q[i] * s;
