@@ -91,7 +91,7 @@ int32_t sl_tok_special_id(const sl_tok *t, const char *text);
 const char *sl_tok_token_bytes(const sl_tok *t, int32_t id, size_t *len);
 /* Number of merges (0 for sp-bpe, which merges by piece score). */
 size_t sl_tok_n_merges(const sl_tok *t);
-/* "byte-bpe" or "sp-bpe". */
+/* "byte-bpe" or "sp-bpe" (a string literal: still valid after sl_tok_free). */
 const char *sl_tok_kind(const sl_tok *t);
 /* Begin- and end-of-sequence ids, or -1. byte-bpe: no BOS; EOS is <|endoftext|> if present. */
 int32_t sl_tok_bos(const sl_tok *t);
