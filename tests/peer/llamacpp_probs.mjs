@@ -1,0 +1,195 @@
+// llama.cpp as an independent peer for GGUF files, through the npm package node-llama-cpp 3.21.1
+// (its prebuilt CPU library; nothing is compiled). See tests/peer/README.md.
+//
+//   node tests/peer/llamacpp_probs.mjs probs MODEL.gguf --ids 1,2,3 [--threads N]
+//       For each position j, llama.cpp's full next-token distribution after ids[0..j]:
+//       {"n_vocab", "ids", "argmax": [...], "probs": [[p_0 .. p_{V-1}], ...], "options": {...}}
+//   node tests/peer/llamacpp_probs.mjs info MODEL.gguf [--tokenize FILE.jsonl]
+//       llama.cpp's view of the file (architecture, n_vocab, n_ctx_train, tokenizer model and
+//       pre-tokenizer, BOS/EOS, add-BOS) and, for each JSON string of FILE.jsonl, the ids
+//       llama.cpp's tokenizer gives it (no BOS/EOS added, special-token text not parsed).
+//   node tests/peer/llamacpp_probs.mjs bench MODEL.gguf [--n 128] [--threads N]
+//       Decode speed: one prompt token, then N greedy tokens one at a time; tokens/s.
+//
+// The package is looked up in $LLAMACPP_NPM (default build/npm under the repository root).
+// Exit codes: 0 ok, 3 the package or its prebuilt library cannot load (callers SKIP), 1 other.
+import path from "node:path";
+import fs from "node:fs";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
+const NPM_DIR = process.env.LLAMACPP_NPM || path.join(ROOT, "build", "npm");
+const VERSION = "3.21.1";
+
+function usage(msg) {
+    process.stderr.write(`llamacpp_probs: ${msg}\nusage: llamacpp_probs.mjs probs|info|bench MODEL.gguf ` +
+        `[--ids 1,2,3] [--threads N] [--tokenize FILE.jsonl] [--n N]\n`);
+    process.exit(1);
+}
+
+function parseArgs(argv) {
+    const [cmd, model, ...rest] = argv;
+    if (!["probs", "info", "bench"].includes(cmd) || !model)
+        usage("need a command and a model");
+    const opt = { cmd, model, threads: 1, n: 128, ids: null, tokenize: null };
+    for (let i = 0; i < rest.length; i += 2) {
+        const k = rest[i], v = rest[i + 1];
+        if (v === undefined) usage(`${k} needs a value`);
+        if (k === "--ids") opt.ids = v.split(",").map(s => Number.parseInt(s, 10));
+        else if (k === "--threads") opt.threads = Number.parseInt(v, 10);
+        else if (k === "--n") opt.n = Number.parseInt(v, 10);
+        else if (k === "--tokenize") opt.tokenize = v;
+        else usage(`unknown option ${k}`);
+    }
+    if (cmd === "probs" && (!opt.ids || opt.ids.length === 0 || opt.ids.some(x => !Number.isInteger(x) || x < 0)))
+        usage("probs needs --ids with non-negative integers");
+    return opt;
+}
+
+async function loadPackage() {
+    const pkgDir = path.join(NPM_DIR, "node_modules", "node-llama-cpp");
+    let version;
+    try {
+        version = JSON.parse(fs.readFileSync(path.join(pkgDir, "package.json"), "utf8")).version;
+    } catch (e) {
+        process.stderr.write(`llamacpp_probs: node-llama-cpp not installed in ${NPM_DIR}: ${e.message}\n`);
+        process.exit(3);
+    }
+    if (version !== VERSION) {
+        process.stderr.write(`llamacpp_probs: node-llama-cpp ${version} in ${NPM_DIR}, pinned ${VERSION}\n`);
+        process.exit(3);
+    }
+    const lib = await import(pathToFileURL(path.join(pkgDir, "dist", "index.js")).href);
+    let llama;
+    try {
+        // CPU only, prebuilt binary only: never download or compile llama.cpp.
+        llama = await lib.getLlama({
+            gpu: false, build: "never", usePrebuiltBinaries: true, skipDownload: true,
+            progressLogs: false, logLevel: lib.LlamaLogLevel.error, maxThreads: 0,
+        });
+    } catch (e) {
+        process.stderr.write(`llamacpp_probs: llama.cpp's prebuilt CPU library does not load: ${e.message}\n`);
+        process.exit(3);
+    }
+    return { lib, llama };
+}
+
+// The context the comparisons use: float32 KV cache (the default is F16, which would round
+// every cached key and value), flash attention off (its CPU kernel accumulates in F16 for an
+// F16 KV cache and takes a different summation path), one sequence, one batch for the whole
+// prompt (so no position is evaluated in a different ubatch), threads as asked.
+function contextOptions(nTokens, threads) {
+    const size = Math.max(nTokens + 1, 64);
+    return {
+        contextSize: size, batchSize: size, sequences: 1, flashAttention: false,
+        experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
+        threads: { ideal: threads, min: threads }, swaFullCache: true,
+    };
+}
+
+async function loadModel(llama, file, opts = {}) {
+    return await llama.loadModel({
+        modelPath: path.resolve(file), gpuLayers: 0, useMmap: true, checkTensors: true,
+        defaultContextFlashAttention: false, ...opts,
+    });
+}
+
+async function cmdProbs(llama, opt) {
+    const model = await loadModel(llama, opt.model);
+    const ctxOpts = contextOptions(opt.ids.length, opt.threads);
+    const context = await model.createContext(ctxOpts);
+    const seq = context.getSequence();
+    // Every item asks for the next-token distribution. With no sampling options the addon uses
+    // temperature 0 (greedy sampler), which reorders but does not truncate the candidates, so
+    // all n_vocab raw logits come back softmaxed (float32 expf, float32 running sum, sorted by
+    // logit; AddonContext.cpp SampleToken). We check that the map really has n_vocab entries.
+    const out = await seq.controlledEvaluate(opt.ids.map(t => [t, { generateNext: { probabilities: true } }]));
+    const probs = [], argmax = [];
+    let nVocab = -1;
+    for (let j = 0; j < opt.ids.length; j++) {
+        const m = out[j]?.next?.probabilities;
+        if (!m) throw new Error(`no probabilities at position ${j}`);
+        if (nVocab < 0) nVocab = m.size;
+        if (m.size !== nVocab) throw new Error(`position ${j}: ${m.size} probabilities, expected ${nVocab}`);
+        const p = new Array(nVocab).fill(null);
+        for (const [tok, pr] of m) p[tok] = pr;
+        if (p.some(x => x === null)) throw new Error(`position ${j}: probabilities do not cover ids 0..${nVocab - 1}`);
+        probs.push(p);
+        argmax.push(m.keys().next().value);  // the map is sorted by logit, highest first
+    }
+    const res = {
+        peer: `node-llama-cpp ${VERSION}`, model: opt.model, n_vocab: nVocab, ids: opt.ids, argmax, probs,
+        options: {
+            gpu: false, threads: context.currentThreads, contextSize: context.contextSize,
+            batchSize: context.batchSize, flashAttention: context.flashAttention,
+            kvCacheKeyType: context.kvCacheKeyType, kvCacheValueType: context.kvCacheValueType,
+        },
+    };
+    process.stdout.write(JSON.stringify(res) + "\n");
+    await context.dispose();
+    await model.dispose();
+}
+
+async function cmdInfo(lib, llama, opt) {
+    const model = await loadModel(llama, opt.model, { vocabOnly: false });
+    const md = model.fileInfo.metadata;
+    const tk = md.tokenizer?.ggml ?? {};
+    const res = {
+        peer: `node-llama-cpp ${VERSION}`,
+        architecture: model.fileInfo.metadata.general?.architecture,
+        n_ctx_train: model.trainContextSize,
+        n_embd: model.embeddingVectorSize,
+        n_params: model.size === undefined ? null : undefined,
+        vocabulary_type: model.vocabularyType,
+        tokenizer_model: tk.model ?? null,
+        tokenizer_pre: tk.pre ?? null,
+        n_vocab: Array.isArray(tk.tokens) ? tk.tokens.length : null,
+        bos: model.tokens.bos, eos: model.tokens.eos, eot: model.tokens.eot, nl: model.tokens.nl,
+        bos_string: model.tokens.bosString, eos_string: model.tokens.eosString,
+        add_bos: model.tokens.shouldPrependBosToken, add_eos: model.tokens.shouldAppendEosToken,
+        description: model.typeDescription,
+    };
+    delete res.n_params;
+    if (opt.tokenize) {
+        const lines = fs.readFileSync(opt.tokenize, "utf8").split("\n").filter(l => l.length > 0);
+        res.tokenized = lines.map(l => Array.from(model.tokenize(JSON.parse(l), false)));
+    }
+    process.stdout.write(JSON.stringify(res) + "\n");
+    await model.dispose();
+}
+
+async function cmdBench(llama, opt) {
+    const model = await loadModel(llama, opt.model);
+    const context = await model.createContext(contextOptions(opt.n + 2, opt.threads));
+    const seq = context.getSequence();
+    const first = 0;
+    let n = 0, t0 = 0, tFirst = 0;
+    const start = process.hrtime.bigint();
+    // Greedy; every generated token is one llama_decode of one token (plus greedy sampling).
+    for await (const tok of seq.evaluate([first], { temperature: 0 })) {
+        void tok;
+        if (n === 0) { t0 = process.hrtime.bigint(); tFirst = Number(t0 - start) / 1e9; }
+        n++;
+        if (n > opt.n) break;
+    }
+    const dt = Number(process.hrtime.bigint() - t0) / 1e9;
+    process.stdout.write(JSON.stringify({
+        peer: `node-llama-cpp ${VERSION}`, model: opt.model, threads: context.currentThreads,
+        kv: `${context.kvCacheKeyType}/${context.kvCacheValueType}`,
+        tokens: opt.n, seconds: dt, tokens_per_s: opt.n / dt, first_token_s: tFirst,
+    }) + "\n");
+    await context.dispose();
+    await model.dispose();
+}
+
+const opt = parseArgs(process.argv.slice(2));
+const { lib, llama } = await loadPackage();
+try {
+    if (opt.cmd === "probs") await cmdProbs(llama, opt);
+    else if (opt.cmd === "info") await cmdInfo(lib, llama, opt);
+    else await cmdBench(llama, opt);
+} catch (e) {
+    process.stderr.write(`llamacpp_probs: ${opt.cmd} ${opt.model}: ${e.message}\n`);
+    process.exit(1);
+}
+await llama.dispose();
