@@ -43,7 +43,7 @@ int sl_eval_run(const sl_eval_config *cfg, sl_eval_result **out)
         rc = sl_fail(SL_EINPUT, "tokens: %s holds %zu tokens: at least 2 are needed to score one", tok_path, n);
         goto done;
     }
-    sl_lm_open_opts oo = {SL_SAMPLING_DEFAULT, fv, cfg->model_role ? cfg->model_role : "model", tok_path};
+    sl_lm_open_opts oo = {SL_SAMPLING_DEFAULT, fv, cfg->model_role ? cfg->model_role : "model", tok_path, NULL};
     if ((rc = sl_lm_open(spec, &oo, &h))) goto done;
     size_t C = cfg->context ? cfg->context : h->context != SIZE_MAX ? h->context : 1024;
     if (C > h->context) {

@@ -213,10 +213,11 @@ int sl_generate_run(const sl_generate_config *c, sl_generate_result **out)
 
     /* The target first: a lookup draft takes its vocabulary, and the one vocabulary check of
      * sl_lm_open compares the draft's against it. */
-    sl_lm_open_opts ot = {c->sampling, 0, c->target_role ? c->target_role : "target", NULL};
+    sl_lm_open_opts ot = {c->sampling, 0, c->target_role ? c->target_role : "target", NULL, NULL};
     if ((rc = sl_lm_open(c->target, &ot, &wk[0].ht))) goto done;
     sl_lm_handle *ht = wk[0].ht;
-    sl_lm_open_opts od = {c->sampling, ht->vocab_size, c->draft_role ? c->draft_role : "draft", c->target};
+    sl_lm_open_opts od = {c->sampling, ht->vocab_size, c->draft_role ? c->draft_role : "draft", c->target,
+                          ht->tokenizer_json};
     if (!ar && (rc = sl_lm_open(c->draft, &od, &wk[0].hd))) goto done;
     sl_lm_handle *hd = wk[0].hd;
     if (ht->tokenizer_json && (rc = sl_tok_from_json(ht->tokenizer_json, &tok))) goto done;

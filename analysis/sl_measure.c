@@ -155,9 +155,10 @@ static int measure_models(const sl_measure_config *c, sl_log_meta *meta)
     if (c->prompt_ids && c->tokenizer)
         return sl_fail(SL_EINPUT, "tokenizer: %s is not used with token-id prompts (prompt_ids %s)", c->tokenizer,
                        c->prompt_ids);
-    sl_lm_open_opts ot = {meta->sampling, 0, c->target_role ? c->target_role : "target", NULL};
+    sl_lm_open_opts ot = {meta->sampling, 0, c->target_role ? c->target_role : "target", NULL, NULL};
     int rc = sl_lm_open(target, &ot, &ht);
-    sl_lm_open_opts od = {meta->sampling, ht ? ht->vocab_size : 0, c->draft_role ? c->draft_role : "draft", target};
+    sl_lm_open_opts od = {meta->sampling, ht ? ht->vocab_size : 0, c->draft_role ? c->draft_role : "draft", target,
+                          ht ? ht->tokenizer_json : NULL};
     if (!rc) rc = sl_lm_open(draft, &od, &hd);
     if (c->prompts) {
         if (!rc) rc = sl_tok_load_file(c->tokenizer ? c->tokenizer : ht->file ? ht->file : "", &tok);

@@ -549,10 +549,10 @@ typedef struct {
 static int make_from_specs(void *ctx, int w, sl_lm **target, sl_lm **draft)
 {
     spec_models *s = ctx;
-    sl_lm_open_opts ot = {s->c->sampling, 0, "target", NULL};
+    sl_lm_open_opts ot = {s->c->sampling, 0, "target", NULL, NULL};
     int rc = sl_lm_open(s->c->target, &ot, &s->ht[w]);
     if (rc) return rc;
-    sl_lm_open_opts od = {s->c->sampling, s->ht[w]->vocab_size, "draft", s->c->target};
+    sl_lm_open_opts od = {s->c->sampling, s->ht[w]->vocab_size, "draft", s->c->target, s->ht[w]->tokenizer_json};
     if ((rc = sl_lm_open(s->c->draft, &od, &s->hd[w]))) return rc;
     const size_t limit = s->ht[w]->context < s->hd[w]->context ? s->ht[w]->context : s->hd[w]->context;
     if (s->max_len > limit)
@@ -589,7 +589,7 @@ int sl_verify_models_run(const sl_verify_models_config *c, sl_verify_models_resu
     int workers = c->threads > 0 ? c->threads : omp_get_max_threads();
     spec_models s = {c, NULL, NULL, 0};
     /* The tokenizer comes from the target; open it once to read it. */
-    sl_lm_open_opts ot = {c->sampling, 0, "target", NULL};
+    sl_lm_open_opts ot = {c->sampling, 0, "target", NULL, NULL};
     if ((rc = sl_lm_open(c->target, &ot, &h0))) goto done;
     if (!c->prompt_ids) {
         if (!h0->tokenizer_json) {

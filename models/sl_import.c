@@ -36,7 +36,10 @@ static int is_safetensors(const char *path, const unsigned char *head, size_t n,
     if (n < 9 || head[8] != '{') return 0;
     uint64_t hl = 0;
     for (int i = 7; i >= 0; i--) hl = hl << 8 | head[i];
-    if (hl < 2 || hl > size - 8) return 0;
+    /* A broken length: a damaged safetensors file; the native reader names what is wrong. */
+    *speclab = 1;
+    if (hl < 2 || hl > size - 8) return 1;
+    *speclab = 0;
     /* The metadata may sit anywhere in the header: read it (bounded: sl_st_open caps headers at
      * 100 MB and reads them anyway). */
     FILE *f = fopen(path, "rb");

@@ -14,6 +14,7 @@
 #include "sl_model.h"
 #include "sl_ngram.h"
 #include "sl_st.h"
+#include "sl_tok.h"
 
 typedef struct {
     sl_lm_handle h;
@@ -79,6 +80,62 @@ static int parse_lookup(const char *spec, handle_priv *p)
         }
     }
     return SL_OK;
+}
+
+/* A token's bytes for a message: printable ASCII as is, anything else as \xHH, cut to fit. */
+static void quote_bytes(char *buf, size_t cap, const char *b, size_t n)
+{
+    if (!b) {
+        snprintf(buf, cap, "none");
+        return;
+    }
+    size_t k = 0;
+    buf[k++] = '"';
+    for (size_t i = 0; i < n && k + 6 < cap; i++) {
+        unsigned char c = (unsigned char)b[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') buf[k++] = (char)c;
+        else k += (size_t)snprintf(buf + k, cap - k, "\\x%02x", c);
+    }
+    buf[k++] = '"';
+    buf[k] = 0;
+}
+
+/* TODO(tok merge): sl_tok_same_vocab. */
+static int first_difference(const sl_tok *a, const sl_tok *b, int32_t *diff)
+{
+    size_t na = sl_tok_vocab_size(a), nb = sl_tok_vocab_size(b), n = na < nb ? na : nb;
+    for (size_t i = 0; i < n; i++) {
+        size_t la, lb;
+        const char *x = sl_tok_token_bytes(a, (int32_t)i, &la), *y = sl_tok_token_bytes(b, (int32_t)i, &lb);
+        if (la != lb || memcmp(x, y, la)) {
+            *diff = (int32_t)i;
+            return 0;
+        }
+    }
+    *diff = (int32_t)n;
+    return na == nb;
+}
+
+/* Draft and target must agree on what every id means: same bytes for each id of their tokenizers. */
+static int same_vocab(const sl_lm_open_opts *opts, const char *role, const char *spec, const char *tokenizer_json)
+{
+    if (!strcmp(opts->vocab_tokenizer, tokenizer_json)) return SL_OK;
+    sl_tok *t = NULL, *d = NULL;
+    int rc = sl_tok_from_json(opts->vocab_tokenizer, &t);
+    if (!rc) rc = sl_tok_from_json(tokenizer_json, &d);
+    int32_t id = -1;
+    if (!rc && !first_difference(d, t, &id)) {
+        size_t ld = 0, lt = 0;
+        const char *bd = sl_tok_token_bytes(d, id, &ld), *bt = sl_tok_token_bytes(t, id, &lt);
+        char qd[64], qt[64];
+        quote_bytes(qd, sizeof qd, bd, ld);
+        quote_bytes(qt, sizeof qt, bt, lt);
+        rc = sl_fail(SL_EINPUT, "vocabulary mismatch: %s %s and %s differ first at id %d (%s vs %s): they must share a "
+                     "tokenizer", role, spec, opts->vocab_from ? opts->vocab_from : "the target", (int)id, qd, qt);
+    }
+    sl_tok_free(t);
+    sl_tok_free(d);
+    return rc;
 }
 
 int sl_lm_open(const char *spec, const sl_lm_open_opts *opts, sl_lm_handle **out)
@@ -147,6 +204,7 @@ int sl_lm_open(const char *spec, const sl_lm_open_opts *opts, sl_lm_handle **out
                      role, spec, h->vocab_size, opts->vocab_from ? opts->vocab_from : "the target", opts->vocab_size);
         goto fail;
     }
+    if (opts->vocab_tokenizer && h->tokenizer_json && (rc = same_vocab(opts, role, spec, h->tokenizer_json))) goto fail;
     *out = h;
     return SL_OK;
 fail:

@@ -14,7 +14,8 @@
  * Opening is two steps so that a caller can check lengths against the model's context first:
  * sl_lm_open loads the model; sl_lm_start allocates the state for max_len tokens and fills h->lm.
  * The one vocabulary check of the project lives here: opts.vocab_size > 0 requires the model to
- * have exactly that vocabulary (SL_EINPUT naming both otherwise).
+ * have exactly that vocabulary size, and opts.vocab_tokenizer the same bytes for every id as its own
+ * tokenizer (when it has one): SL_EINPUT naming both models and the first differing id otherwise.
  */
 #ifndef SL_LM_OPEN_H
 #define SL_LM_OPEN_H
@@ -32,6 +33,8 @@ typedef struct {
     size_t vocab_size;      /* 0: any; else the vocabulary the model must have */
     const char *role;       /* for messages, e.g. "--draft"; NULL = "model" */
     const char *vocab_from; /* for messages: where vocab_size came from, e.g. the target's path */
+    const char *vocab_tokenizer; /* the target's tokenizer JSON, or NULL: when both models carry a
+                                    tokenizer, every id must map to the same bytes in both */
 } sl_lm_open_opts;
 
 typedef struct sl_lm_handle sl_lm_handle;

@@ -137,6 +137,10 @@ void sl_model_lm_free(sl_model_lm *l);
 
 /* ---- `speclab model info` and `speclab model init` as library calls (models/sl_model_info.c) ---- */
 
+/* Matrix groups that `model info` reports a dtype for. */
+#define SL_MODEL_N_GROUPS 4
+extern const char *const sl_model_group_names[SL_MODEL_N_GROUPS]; /* "embeddings", "attention", "mlp", "unembedding" */
+
 /* The facts about one model file: a transformer (arch gpt2 or llama) or a non-transformer draft
  * (arch ngram or lookup, models/sl_ngram.h); each group of fields is set for its kind only. */
 typedef struct {
@@ -151,6 +155,13 @@ typedef struct {
     size_t n_params;
     size_t bytes_by_dtype[3]; /* indexed by sl_dtype: f32, f16, bf16 */
     size_t tokenizer_bytes;   /* length of the tokenizer JSON (0 when absent) */
+    const char *tokenizer_kind; /* "byte-bpe", "sp-bpe"; NULL when absent */
+    size_t tokenizer_vocab;   /* tokens the tokenizer knows (the model may pad beyond them) */
+    int32_t bos_id, eos_id;   /* special ids, -1 when the tokenizer has none */
+    const char *format;       /* the file's format (models/sl_import.h): speclab, hf-gpt2, llama2c, gguf */
+    char *source_dtypes;      /* importers: the source's tensor types (JSON), NULL for native files */
+    const char *group_dtype[SL_MODEL_N_GROUPS]; /* embeddings, attention, mlp, unembedding: "F16", "mixed", "-" */
+    char sha256[65];          /* of the weights file (an HF folder's model.safetensors) */
     size_t n_meta;            /* other metadata, in file order: every key but format, */
     char **meta_keys;         /* (n_meta)  format_version, arch, config, training, tokenizer */
     char **meta_vals;         /* (n_meta) */
@@ -182,5 +193,14 @@ typedef struct {
 
 /* Writes a random-weight model (sl_model_init_write) as cfg says. */
 int sl_model_init_file(const sl_model_init_cfg *cfg);
+
+/* `speclab model probs`: the next-token distribution after each prefix ids[0..j] (softmax of the
+ * float32 logits, computed in double), for a model file of any format. */
+typedef struct {
+    size_t n, vocab_size;
+    double *probs; /* (n, vocab_size): row j follows ids[0..j] */
+} sl_model_probs;
+int sl_model_next_probs(const char *path, const int32_t *ids, size_t n, sl_model_probs *out);
+void sl_model_probs_free(sl_model_probs *p);
 
 #endif

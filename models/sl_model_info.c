@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "sl_common.h"
+#include "sl_import.h"
 #include "sl_model.h"
 #include "sl_ngram.h"
 #include "sl_tok.h"
@@ -24,7 +26,8 @@ static char *dup_or_fail(const char *s, int *rc)
 /* Metadata that info reports in its own fields, not as meta.KEY lines. */
 static int meta_is_reported(const char *k)
 {
-    static const char *const keys[] = {"format", "format_version", "arch", "config", "training", "tokenizer"};
+    static const char *const keys[] = {"format",    "format_version", "arch",         "config",
+                                       "training",  "tokenizer",      "source_format", "source_dtypes"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strcmp(k, keys[i])) return 1;
     return 0;
@@ -51,6 +54,54 @@ static int info_ngram(const char *path, sl_model_info *info)
     return rc;
 }
 
+/* The dtype of each group of matrices ("F16", or "mixed" when a group holds several). */
+static void group_dtypes(const sl_model *m, sl_model_info *info)
+{
+    int seen[SL_MODEL_N_GROUPS] = {0};
+    sl_dtype dt[SL_MODEL_N_GROUPS] = {0};
+    int mixed[SL_MODEL_N_GROUPS] = {0};
+#define SEE(G, W)                                                   \
+    do {                                                            \
+        if (!(W).w) break;                                          \
+        if (seen[G] && dt[G] != (W).dt) mixed[G] = 1;               \
+        seen[G] = 1, dt[G] = (W).dt;                                \
+    } while (0)
+    SEE(0, m->tok_emb);
+    if (m->arch == SL_ARCH_GPT2) SEE(0, m->pos_emb);
+    for (size_t i = 0; i < m->cfg.n_layer; i++) {
+        const sl_model_layer *L = &m->layers[i];
+        SEE(1, L->q);
+        SEE(1, L->k);
+        SEE(1, L->v);
+        SEE(1, L->o);
+        SEE(2, L->up);
+        SEE(2, L->down);
+        if (m->arch == SL_ARCH_LLAMA) SEE(2, L->gate);
+    }
+    SEE(3, m->lm_head);
+#undef SEE
+    for (int g = 0; g < SL_MODEL_N_GROUPS; g++)
+        info->group_dtype[g] = !seen[g] ? "-" : mixed[g] ? "mixed" : sl_dtype_name(dt[g]);
+}
+
+/* Tokenizer kind and special ids, read from the tokenizer (validated by loading it).
+ * TODO(tok merge): sl_tok_kind / sl_tok_bos / sl_tok_eos. */
+static int tokenizer_facts(const char *json, const char *path, sl_model_info *info)
+{
+    sl_tok *t;
+    if (sl_tok_from_json(json, &t)) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", sl_errmsg());
+        return sl_fail(SL_EINPUT, "%s: its tokenizer: %s", path, why);
+    }
+    info->tokenizer_kind = "byte-bpe";
+    info->tokenizer_vocab = sl_tok_vocab_size(t);
+    info->bos_id = -1;
+    info->eos_id = sl_tok_special_id(t, "<|endoftext|>");
+    sl_tok_free(t);
+    return SL_OK;
+}
+
 static int info_transformer(const char *path, sl_model_info *info)
 {
     sl_model *m;
@@ -65,6 +116,9 @@ static int info_transformer(const char *path, sl_model_info *info)
     info->has_tokenizer = m->tokenizer_json != NULL;
     info->tokenizer_bytes = m->tokenizer_json ? strlen(m->tokenizer_json) : 0;
     info->training = dup_or_fail(sl_st_meta(m->st, "training"), &rc);
+    info->source_dtypes = dup_or_fail(sl_st_meta(m->st, "source_dtypes"), &rc);
+    group_dtypes(m, info);
+    if (!rc && m->tokenizer_json) rc = tokenizer_facts(m->tokenizer_json, path, info);
     const sl_st_file *st = m->st;
     info->meta_keys = st->n_meta ? calloc(st->n_meta, sizeof(char *)) : NULL;
     info->meta_vals = st->n_meta ? calloc(st->n_meta, sizeof(char *)) : NULL;
@@ -84,19 +138,40 @@ static int info_transformer(const char *path, sl_model_info *info)
     return rc;
 }
 
+/* The file whose bytes are the weights: path itself, or an HF folder's model.safetensors. */
+static int weights_hash(const char *path, sl_model_format fmt, char *hex)
+{
+    struct stat sb;
+    if (fmt != SL_FMT_HF_GPT2 || stat(path, &sb) || !S_ISDIR(sb.st_mode)) return sl_sha256_file(path, hex);
+    size_t n = strlen(path) + sizeof "/model.safetensors";
+    char *p = sl_malloc(n);
+    if (!p) return SL_EFAIL;
+    snprintf(p, n, "%s/model.safetensors", path);
+    int rc = sl_sha256_file(p, hex);
+    free(p);
+    return rc;
+}
+
 int sl_model_info_read(const char *path, sl_model_info *info)
 {
     memset(info, 0, sizeof *info);
     info->discount = info->lookup_eps = NAN;
-    /* n-gram and lookup drafts share the container but not the reader. */
-    sl_st_file *f = NULL;
-    int rc = sl_st_open(path, &f);
+    sl_model_format fmt;
+    int rc = sl_model_detect(path, &fmt);
     if (rc) return rc;
-    const char *arch = sl_st_meta(f, "arch");
-    int ng = arch && (!strcmp(arch, "ngram") || !strcmp(arch, "lookup"));
-    sl_st_close(f);
+    info->format = sl_model_format_name(fmt);
+    /* n-gram and lookup drafts share the native container but not the reader. */
+    int ng = 0;
+    if (fmt == SL_FMT_SPECLAB) {
+        sl_st_file *f = NULL;
+        if ((rc = sl_st_open(path, &f))) return rc;
+        const char *arch = sl_st_meta(f, "arch");
+        ng = arch && (!strcmp(arch, "ngram") || !strcmp(arch, "lookup"));
+        sl_st_close(f);
+    }
     info->path = dup_or_fail(path, &rc);
     if (!rc) rc = ng ? info_ngram(path, info) : info_transformer(path, info);
+    if (!rc) rc = weights_hash(path, fmt, info->sha256);
     if (rc) sl_model_info_free(info);
     return rc;
 }
@@ -110,9 +185,12 @@ void sl_model_info_free(sl_model_info *info)
     free(info->meta_keys);
     free(info->meta_vals);
     free(info->training);
+    free(info->source_dtypes);
     free(info->path);
     memset(info, 0, sizeof *info);
 }
+
+const char *const sl_model_group_names[SL_MODEL_N_GROUPS] = {"embeddings", "attention", "mlp", "unembedding"};
 
 int sl_model_init_file(const sl_model_init_cfg *c)
 {
@@ -140,4 +218,48 @@ int sl_model_init_file(const sl_model_init_cfg *c)
     rc = sl_model_init_write(c->out_path, c->arch, &cfg, c->seed, c->dtype, c->init_std, tok);
     free(tok);
     return rc;
+}
+
+int sl_model_next_probs(const char *path, const int32_t *ids, size_t n, sl_model_probs *out)
+{
+    memset(out, 0, sizeof *out);
+    if (n == 0) return sl_fail(SL_EINPUT, "no token ids given");
+    sl_model *m = NULL;
+    sl_model_ctx *ctx = NULL;
+    float *logits = NULL;
+    double *row = NULL;
+    int rc = sl_model_open(path, &m);
+    if (!rc) rc = sl_model_check_tokens(m, ids, n);
+    if (!rc && n > m->cfg.max_seq_len)
+        rc = sl_fail(SL_EINPUT, "%zu tokens exceed the context of %zu", n, m->cfg.max_seq_len);
+    if (rc) goto done;
+    const size_t V = m->cfg.vocab_size;
+    if ((rc = sl_model_ctx_alloc(m, n, &ctx))) goto done;
+    logits = sl_malloc(n * V * sizeof *logits);
+    row = sl_malloc(V * sizeof *row);
+    out->probs = sl_malloc(n * V * sizeof *out->probs);
+    if (!logits || !row || !out->probs) {
+        rc = SL_EFAIL;
+        goto done;
+    }
+    if ((rc = sl_model_forward(ctx, ids, n, logits))) goto done;
+    for (size_t j = 0; j < n && !rc; j++) {
+        for (size_t v = 0; v < V; v++) row[v] = logits[j * V + v];
+        rc = sl_dist_softmax(row, V, out->probs + j * V);
+    }
+    out->n = n;
+    out->vocab_size = V;
+done:
+    free(logits);
+    free(row);
+    sl_model_ctx_free(ctx);
+    sl_model_close(m);
+    if (rc) sl_model_probs_free(out);
+    return rc;
+}
+
+void sl_model_probs_free(sl_model_probs *p)
+{
+    free(p->probs);
+    memset(p, 0, sizeof *p);
 }

@@ -1,10 +1,11 @@
 /* sl_tokfile.c: token files (models/TOKFILE.md) and loading a tokenizer from JSON or a model. */
 #include <errno.h>
-#include <json-c/json.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "sl_common.h"
+#include "sl_import.h"
 #include "sl_tok.h"
 
 static const unsigned char TOK_MAGIC[8] = {'S', 'L', 'T', 'O', 'K', 0, 0, 1};
@@ -119,9 +120,28 @@ int sl_tokfile_read(const char *path, int32_t **ids, size_t *n, size_t *vocab_si
     return SL_OK;
 }
 
+/* The tokenizer a model file carries (any format, models/sl_import.h). */
+static int tok_from_model(const char *path, sl_tok **out)
+{
+    sl_st_file *f = NULL;
+    int rc = sl_model_file_open(path, &f, NULL);
+    if (rc) return rc;
+    const char *tj = sl_st_meta(f, "tokenizer");
+    if (!tj) rc = sl_fail(SL_EINPUT, "%s: the model carries no tokenizer", path);
+    else if ((rc = sl_tok_from_json(tj, out)) == SL_EINPUT) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", sl_errmsg());
+        sl_fail(rc, "%s: %s", path, msg);
+    }
+    sl_st_close(f);
+    return rc;
+}
+
 int sl_tok_load_file(const char *path, sl_tok **out)
 {
     *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return tok_from_model(path, out);
     FILE *f = fopen(path, "rb");
     if (!f) return sl_fail(SL_EINPUT, "cannot read tokenizer %s: %s", path, strerror(errno));
     int rc = SL_OK;
@@ -132,68 +152,38 @@ int sl_tok_load_file(const char *path, sl_tok **out)
     }
     off_t size = ftello(f);
     rewind(f);
-    /* safetensors first: 8-byte little-endian header length n, then a JSON header of n bytes
-     * starting with '{'. (Testing for JSON first would misread a model whose header length has
-     * 0x7B, '{', as its low byte.) A JSON file's first 8 bytes read as a length far exceed
-     * its size. */
+    /* A model file first (safetensors: 8-byte little-endian header length n, then a JSON header
+     * starting with '{'; or any format sl_model_detect knows). Testing for JSON first would misread
+     * a model whose header length has 0x7B, '{', as its low byte; a JSON file's first 8 bytes read
+     * as a length far exceed its size. */
     unsigned char len8[9];
     size_t got = fread(len8, 1, 9, f);
     uint64_t hl = got == 9 ? get_u64(len8) : 0;
     int is_st = got == 9 && hl >= 2 && hl <= (uint64_t)size - 8 && hl <= (1ULL << 31) && len8[8] == '{';
-    if (!is_st) {
-        size_t i = 0;
-        while (i < got && strchr(" \t\r\n", len8[i])) i++;
-        if (i == got || len8[i] != '{') {
-            fclose(f);
-            return sl_fail(SL_EINPUT, "%s: neither tokenizer JSON nor a safetensors model", path);
-        }
-        text = sl_malloc((size_t)size + 1);
-        if (!text) rc = SL_EFAIL;
-        rewind(f);
-        if (!rc && fread(text, 1, (size_t)size, f) != (size_t)size) rc = sl_fail(SL_EINPUT, "%s: read failed", path);
+    size_t i = 0;
+    while (i < got && strchr(" \t\r\n", len8[i])) i++;
+    if (is_st || i == got || len8[i] != '{') {
         fclose(f);
-        if (!rc) {
-            text[size] = 0;
-            if (strlen(text) != (size_t)size) rc = sl_fail(SL_EINPUT, "%s: tokenizer JSON contains a NUL byte", path);
-        }
-        if (!rc) rc = sl_tok_from_json(text, out);
-        free(text);
-        if (rc == SL_EINPUT && strncmp(sl_errmsg(), path, strlen(path))) {
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s", sl_errmsg());
-            sl_fail(rc, "%s: %s", path, msg);
-        }
-        return rc;
+        sl_model_format fmt;
+        if (!is_st && sl_model_detect(path, &fmt))
+            return sl_fail(SL_EINPUT, "%s: neither tokenizer JSON nor a model file", path);
+        return tok_from_model(path, out);
     }
-    text = sl_malloc((size_t)hl + 1);
-    if (!text) {
-        fclose(f);
-        return SL_EFAIL;
-    }
-    fseeko(f, 8, SEEK_SET);
-    if (fread(text, 1, (size_t)hl, f) != (size_t)hl) rc = sl_fail(SL_EINPUT, "%s: truncated safetensors header", path);
+    text = sl_malloc((size_t)size + 1);
+    if (!text) rc = SL_EFAIL;
+    rewind(f);
+    if (!rc && fread(text, 1, (size_t)size, f) != (size_t)size) rc = sl_fail(SL_EINPUT, "%s: read failed", path);
     fclose(f);
-    text[hl] = 0;
-    json_object *root = NULL, *meta, *tj;
     if (!rc) {
-        json_tokener *tk = json_tokener_new();
-        root = json_tokener_parse_ex(tk, text, (int)hl);
-        if (!root || json_tokener_get_error(tk) != json_tokener_success)
-            rc = sl_fail(SL_EINPUT, "%s: safetensors header is not valid JSON", path);
-        json_tokener_free(tk);
+        text[size] = 0;
+        if (strlen(text) != (size_t)size) rc = sl_fail(SL_EINPUT, "%s: tokenizer JSON contains a NUL byte", path);
     }
-    if (!rc && !(json_object_object_get_ex(root, "__metadata__", &meta) &&
-                 json_object_object_get_ex(meta, "tokenizer", &tj) && json_object_is_type(tj, json_type_string)))
-        rc = sl_fail(SL_EINPUT, "%s: the model's metadata has no \"tokenizer\" entry", path);
-    if (!rc) {
-        rc = sl_tok_from_json(json_object_get_string(tj), out);
-        if (rc == SL_EINPUT) {
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s", sl_errmsg());
-            sl_fail(rc, "%s: %s", path, msg);
-        }
-    }
-    if (root) json_object_put(root);
+    if (!rc) rc = sl_tok_from_json(text, out);
     free(text);
+    if (rc == SL_EINPUT && strncmp(sl_errmsg(), path, strlen(path))) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", sl_errmsg());
+        sl_fail(rc, "%s: %s", path, msg);
+    }
     return rc;
 }

@@ -227,7 +227,7 @@ Test(drafts, ngram_lm_truncate_and_sampling)
 
 Test(drafts, lm_open_specs)
 {
-    sl_lm_open_opts o = {SL_SAMPLING_DEFAULT, 0, "--draft", NULL};
+    sl_lm_open_opts o = {SL_SAMPLING_DEFAULT, 0, "--draft", NULL, NULL};
     sl_lm_handle *h = NULL;
     cr_assert_eq(sl_lm_open("no-such-model", &o, &h), SL_EINPUT);
     cr_assert_null(h);

@@ -273,7 +273,7 @@ Test(run, self_drafting_experiment)
     sl_run_config c;
     sl_run_config_init(&c);
     cr_assert_eq(sl_model_open(tp, &c.target), SL_OK, "%s", sl_errmsg());
-    sl_lm_open_opts od = {c.sampling, c.target->cfg.vocab_size, "draft", tp};
+    sl_lm_open_opts od = {c.sampling, c.target->cfg.vocab_size, "draft", tp, NULL};
     cr_assert_eq(sl_lm_open(tp, &od, &c.draft), SL_OK, "%s", sl_errmsg());
     cr_assert_eq(sl_tok_load_file("models/tokenizer.json", &c.tok), SL_OK, "%s", sl_errmsg());
     c.target_path = c.draft_spec = tp;
@@ -669,7 +669,7 @@ Test(run, sweep_experiment_matches_single_runs)
     sl_run_config_init(&c);
     c.sampling.temperature = 0; /* greedy: the tokens do not depend on the random stream */
     cr_assert_eq(sl_model_open(tp, &c.target), SL_OK, "%s", sl_errmsg());
-    sl_lm_open_opts od = {c.sampling, c.target->cfg.vocab_size, "draft", tp};
+    sl_lm_open_opts od = {c.sampling, c.target->cfg.vocab_size, "draft", tp, NULL};
     cr_assert_eq(sl_lm_open("lookup:1", &od, &c.draft), SL_OK, "%s", sl_errmsg());
     cr_assert_eq(sl_tok_load_file("models/tokenizer.json", &c.tok), SL_OK, "%s", sl_errmsg());
     c.target_path = tp;

@@ -178,7 +178,7 @@ int sl_cmd_run(int argc, char **argv)
     sl_lm_handle *hd = NULL; /* the draft: any spec of models/sl_lm_open.h (transformer, n-gram, lookup) */
     sl_tok *tok = NULL;
     if ((rc = sl_model_open(o.target, &mt))) goto done;
-    sl_lm_open_opts od = {r->sampling, mt->cfg.vocab_size, "--draft", o.target};
+    sl_lm_open_opts od = {r->sampling, mt->cfg.vocab_size, "--draft", o.target, mt->tokenizer_json};
     if ((rc = sl_lm_open(o.draft, &od, &hd))) goto done;
     if (o.tokenizer) rc = sl_tok_load_file(o.tokenizer, &tok);
     else if (mt->tokenizer_json) rc = sl_tok_from_json(mt->tokenizer_json, &tok);

@@ -102,7 +102,7 @@ if [ -f models/tokenizer.json ]; then
   NV=$(/usr/bin/python3 -c "import json; print(len(json.load(open('models/tokenizer.json'))['vocab']))")
   C="{\"vocab_size\":$NV,\"n_layer\":1,\"n_head\":2,\"d_model\":16,\"d_ff\":32,\"max_seq_len\":64}"
   "$S" model init --arch gpt2 --config "$C" --seed 4 --tokenizer-json models/tokenizer.json --out "$T/tok.st" || fail=1
-  "$S" model info "$T/tok.st" | grep -q "^tokenizer: present$" || { echo "FAIL: tokenizer not present"; fail=1; }
+  "$S" model info "$T/tok.st" | grep -q "^tokenizer: byte-bpe, $NV tokens$" || { echo "FAIL: tokenizer not present"; fail=1; }
   check_bad "more than vocab_size 300" model init --arch gpt2 --config "$G" --tokenizer-json models/tokenizer.json --out "$T/x.st"
   printf '{"type":"byte-bpe"' > "$T/badtok.json"
   check_bad "badtok.json" model init --arch gpt2 --config "$G" --tokenizer-json "$T/badtok.json" --out "$T/x.st"
