@@ -1,24 +1,28 @@
 // llama.cpp as an independent peer for GGUF files, through the npm package node-llama-cpp 3.21.1
 // (its prebuilt CPU library; nothing is compiled). See tests/peer/README.md.
 //
-//   node tests/peer/llamacpp_probs.mjs probs MODEL.gguf --ids 1,2,3 [--threads N]
+//   node tests/peer/llamacpp_probs.mjs probs MODEL.gguf... --ids 1,2,3 [--threads N] [--tokenize FILE.jsonl]
 //       For each position j, llama.cpp's full next-token distribution after ids[0..j]:
-//       {"n_vocab", "ids", "argmax": [...], "probs": [[p_0 .. p_{V-1}], ...], "options": {...}}
-//   node tests/peer/llamacpp_probs.mjs info MODEL.gguf [--tokenize FILE.jsonl]
+//       {"n_vocab", "ids", "argmax": [...], "probs": [[p_0 .. p_{V-1}], ...], "options": {...},
+//        "info": {as the info command}}
+//   node tests/peer/llamacpp_probs.mjs info MODEL.gguf... [--tokenize FILE.jsonl]
 //       llama.cpp's view of the file (architecture, n_vocab, n_ctx_train, tokenizer model and
 //       pre-tokenizer, BOS/EOS, add-BOS) and, for each JSON string of FILE.jsonl, the ids
 //       llama.cpp's tokenizer gives it (no BOS/EOS added, special-token text not parsed).
-//   node tests/peer/llamacpp_probs.mjs bench MODEL.gguf [--n 128] [--threads N]
+//   node tests/peer/llamacpp_probs.mjs bench MODEL.gguf... [--n 128] [--threads N]
 //       Decode speed: one prompt token, then N greedy tokens one at a time; tokens/s.
+//   Several MODEL files: one JSON line each, in order.
 //
-// The package is looked up in $LLAMACPP_NPM (default build/npm under the repository root).
+// The package is looked up in $LLAMACPP_NPM (default build/npm/llamacpp under the repository root:
+// its own npm prefix, since an `npm install --no-save` into build/npm for another test prunes
+// every package that install did not name).
 // Exit codes: 0 ok, 3 the package or its prebuilt library cannot load (callers SKIP), 1 other.
 import path from "node:path";
 import fs from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
-const NPM_DIR = process.env.LLAMACPP_NPM || path.join(ROOT, "build", "npm");
+const NPM_DIR = process.env.LLAMACPP_NPM || path.join(ROOT, "build", "npm", "llamacpp");
 const VERSION = "3.21.1";
 
 function usage(msg) {
@@ -28,21 +32,27 @@ function usage(msg) {
 }
 
 function parseArgs(argv) {
-    const [cmd, model, ...rest] = argv;
-    if (!["probs", "info", "bench"].includes(cmd) || !model)
+    const cmd = argv[0];
+    const models = [];
+    let i = 1;
+    for (; i < argv.length && !argv[i].startsWith("--"); i++)
+        models.push(argv[i]);
+    if (!["probs", "info", "bench"].includes(cmd) || models.length === 0)
         usage("need a command and a model");
-    const opt = { cmd, model, threads: 1, n: 128, ids: null, tokenize: null };
-    for (let i = 0; i < rest.length; i += 2) {
-        const k = rest[i], v = rest[i + 1];
+    const opt = { cmd, models, threads: 1, n: 128, ids: null, tokenize: null };
+    for (; i < argv.length; i += 2) {
+        const k = argv[i], v = argv[i + 1];
         if (v === undefined) usage(`${k} needs a value`);
-        if (k === "--ids") opt.ids = v.split(",").map(s => Number.parseInt(s, 10));
-        else if (k === "--threads") opt.threads = Number.parseInt(v, 10);
-        else if (k === "--n") opt.n = Number.parseInt(v, 10);
+        if (k === "--ids") opt.ids = v.split(",").map(s => Number(s));
+        else if (k === "--threads") opt.threads = Number(v);
+        else if (k === "--n") opt.n = Number(v);
         else if (k === "--tokenize") opt.tokenize = v;
         else usage(`unknown option ${k}`);
     }
     if (cmd === "probs" && (!opt.ids || opt.ids.length === 0 || opt.ids.some(x => !Number.isInteger(x) || x < 0)))
         usage("probs needs --ids with non-negative integers");
+    if (!Number.isInteger(opt.threads) || opt.threads < 1 || !Number.isInteger(opt.n) || opt.n < 1)
+        usage("--threads and --n take positive integers");
     return opt;
 }
 
@@ -119,6 +129,7 @@ async function cmdProbs(llama, opt) {
     }
     const res = {
         peer: `node-llama-cpp ${VERSION}`, model: opt.model, n_vocab: nVocab, ids: opt.ids, argmax, probs,
+        info: describe(model, opt.tokenize),
         options: {
             gpu: false, threads: context.currentThreads, contextSize: context.contextSize,
             batchSize: context.batchSize, flashAttention: context.flashAttention,
@@ -130,16 +141,15 @@ async function cmdProbs(llama, opt) {
     await model.dispose();
 }
 
-async function cmdInfo(lib, llama, opt) {
-    const model = await loadModel(llama, opt.model, { vocabOnly: false });
-    const md = model.fileInfo.metadata;
-    const tk = md.tokenizer?.ggml ?? {};
+// llama.cpp's view of the loaded file, and (tokenize: a .jsonl file of JSON strings) the ids its
+// tokenizer gives each string: model.tokenize(text, false) = common_tokenize(vocab, text,
+// add_special = false, parse_special = false): no BOS/EOS, special-token text is plain text.
+function describe(model, tokenize) {
+    const tk = model.fileInfo.metadata.tokenizer?.ggml ?? {};
     const res = {
-        peer: `node-llama-cpp ${VERSION}`,
-        architecture: model.fileInfo.metadata.general?.architecture,
+        architecture: model.fileInfo.metadata.general?.architecture ?? null,
         n_ctx_train: model.trainContextSize,
         n_embd: model.embeddingVectorSize,
-        n_params: model.size === undefined ? null : undefined,
         vocabulary_type: model.vocabularyType,
         tokenizer_model: tk.model ?? null,
         tokenizer_pre: tk.pre ?? null,
@@ -149,12 +159,16 @@ async function cmdInfo(lib, llama, opt) {
         add_bos: model.tokens.shouldPrependBosToken, add_eos: model.tokens.shouldAppendEosToken,
         description: model.typeDescription,
     };
-    delete res.n_params;
-    if (opt.tokenize) {
-        const lines = fs.readFileSync(opt.tokenize, "utf8").split("\n").filter(l => l.length > 0);
+    if (tokenize) {
+        const lines = fs.readFileSync(tokenize, "utf8").split("\n").filter(l => l.length > 0);
         res.tokenized = lines.map(l => Array.from(model.tokenize(JSON.parse(l), false)));
     }
-    process.stdout.write(JSON.stringify(res) + "\n");
+    return res;
+}
+
+async function cmdInfo(llama, opt) {
+    const model = await loadModel(llama, opt.model);
+    process.stdout.write(JSON.stringify({ peer: `node-llama-cpp ${VERSION}`, ...describe(model, opt.tokenize) }) + "\n");
     await model.dispose();
 }
 
@@ -182,14 +196,19 @@ async function cmdBench(llama, opt) {
     await model.dispose();
 }
 
-const opt = parseArgs(process.argv.slice(2));
-const { lib, llama } = await loadPackage();
-try {
-    if (opt.cmd === "probs") await cmdProbs(llama, opt);
-    else if (opt.cmd === "info") await cmdInfo(lib, llama, opt);
-    else await cmdBench(llama, opt);
-} catch (e) {
-    process.stderr.write(`llamacpp_probs: ${opt.cmd} ${opt.model}: ${e.message}\n`);
-    process.exit(1);
+const opts = parseArgs(process.argv.slice(2));
+const { llama } = await loadPackage();
+// Several models in one call share the ~1 s of loading the package and the library; one JSON
+// line per model, in order.
+for (const model of opts.models) {
+    const opt = { ...opts, model };
+    try {
+        if (opt.cmd === "probs") await cmdProbs(llama, opt);
+        else if (opt.cmd === "info") await cmdInfo(llama, opt);
+        else await cmdBench(llama, opt);
+    } catch (e) {
+        process.stderr.write(`llamacpp_probs: ${opt.cmd} ${opt.model}: ${e.message}\n`);
+        process.exit(1);
+    }
 }
 await llama.dispose();
