@@ -7,38 +7,46 @@ driven by tests/peer/llamacpp_probs.mjs (options and measurements in tests/peer/
 installed here into build/npm/llamacpp (git-ignored; its own prefix, because an `npm install
 --no-save` into build/npm by another test prunes every package that install did not name).
 
-Models, each written as GGUF twice, by `speclab model convert IN OUT --to gguf` and by the
-independent numpy writer tests/importers/gguf_write.py (weights keep their dtype):
-  target  models/family/target.safetensors: gpt2, F16, byte-level BPE vocabulary of 4096.
-  llama   `speclab model init --arch llama` (F32, grouped-query attention 4/2 heads, untied output,
-          the same tokenizer), init std 0.25 so that attention is sharp and RoPE matters: with the
-          default 0.02 the HF-permuted layout below moves the probabilities by only 2.6e-6.
+Models (both stored F16), each written as GGUF with F16 weights (as stored) and with F32 weights,
+by `speclab model convert IN OUT --to gguf [--dtype f32]` and by the independent numpy writer
+tests/importers/gguf_write.py [--dtype f32]: 8 files.
+  target  models/family/target.safetensors: gpt2, byte-level BPE vocabulary of 4096.
+  llama   `speclab model init --arch llama` (grouped-query attention 4/2 heads, untied output, the
+          same tokenizer), init std 0.25 so that attention is sharp and RoPE matters: with the
+          default 0.02 the permuted layout below moves the probabilities by only 2.6e-6.
 
-For a fixed 32-token sequence, llama.cpp's full next-token distribution at every position is
-compared with speclab's (`speclab model probs`, softmax in double of float32 logits), read from the
-native file and from each GGUF. Checks and tolerances:
-  - speclab on a GGUF == speclab on the native file, exactly (same weights, same code).
-  - llama.cpp vs speclab, max |p - q| over all positions and tokens:
-      llama: bound 1e-5. Measured 3.4e-7 (float32 everywhere on both sides; the differences are
-             summation order and float32 exp/softmax). 29x margin.
-      gpt2:  bound 1e-3. Measured 2.9e-4. llama.cpp's CPU GELU is a lookup table in float16
-             (ggml's GGML_GELU_FP16: f16(gelu(f16(x))) for |x| < 10), an error of ~2^-11 relative
-             on every MLP activation; a numpy float64 forward with that rounding matches llama.cpp to
-             3.8e-5, and without it matches speclab to 2.5e-7. 3.4x margin.
+For a fixed 32-token sequence, llama.cpp's full next-token distribution at every position (all
+4096 tokens) is compared with speclab's (`speclab model probs`: softmax in double of the float32
+logits), from the native file. Checks and tolerances:
+  - speclab on each GGUF == speclab on the native file, exactly (same weights; speclab computes in
+    float32 whatever the stored type, and its F16 and F32 paths give identical logits).
+  - max |p_llama.cpp - p_speclab| over all positions and tokens, bound by (arch, GGUF type):
+      llama F32: 1e-5. Measured 3.4e-7: float32 on both sides, only summation order, llama.cpp's
+                 float32 exp/softmax differ. 29x margin.
+      gpt2 F32:  1e-3. Measured 1.9e-4 (2.9e-4 on random ids). llama.cpp's CPU GELU is a float16
+                 lookup table (ggml-cpu/vec.h, GGML_GELU_FP16: f16(gelu(f16(x))) for |x| < 10): an
+                 error of ~2^-11 relative on every MLP activation. A numpy float64 forward with that
+                 rounding matches llama.cpp to 3.8e-5; without it, it matches speclab to 2.5e-7.
+      F16 (both): 2e-3. ggml multiplies F16 weights by activations rounded to F16 (vec_dot_type F16)
+                 except in the AMX path (CPU variant sapphirerapids, picked at run time where the CPU
+                 has AMX), which keeps them float32. Measured with AMX: as F32 (bit-identical to
+                 the F32 file); without (the same package with libggml-cpu-sapphirerapids.so removed,
+                 avx512 variant): gpt2 6.9e-4, llama 5.4e-4. 2.9x margin over the worse.
   - argmax equal at every position (a position whose top two speclab probabilities are within
     2 x bound would be excused and counted; none is in this sequence).
   - RoPE layout: the llama GGUF rows of attn_q/attn_k are the native rows (Meta's adjacent pairs
-    (2j, 2j+1), llama.cpp's rope type NORM). The other hypothesis, rows permuted to Hugging Face's
-    half-split order, is written too (gguf_write.py on a permuted copy) and must disagree with
-    speclab by more than 1e-2 (measured 0.2, argmax differs): the test can see a layout error.
+    (2j, 2j+1); llama.cpp's llama arch uses rope type NORM, which rotates adjacent pairs). The other
+    hypothesis, rows permuted within each head to Hugging Face's half-split order, is written too
+    (gguf_write.py on a permuted copy) and must disagree with speclab by more than 1e-2 (measured
+    0.29, argmax differs at 29 of 32 positions): the comparison sees a layout error.
   - llama.cpp's view of each file: architecture, n_vocab 4096, n_ctx_train = max_seq_len,
     tokenizer model "gpt2", pre-tokenizer "gpt-2", BOS = EOS = 4095, no BOS added.
-  - tokenization: llama.cpp's tokenizer (gpt2 model, "gpt-2" pre-tokenizer) on the target GGUF vs
-    `speclab tokenize encode --tokenizer target.gguf` on the varied sample of
-    tests/cli/test_tokenize_gpt2.py: identical ids (tokenization is discrete).
+  - tokenization: llama.cpp's tokenizer (gpt2 model, "gpt-2" pre-tokenizer) vs `speclab tokenize
+    encode --tokenizer FILE.gguf`, same file, on the 357 varied strings of
+    tests/cli/test_tokenize_gpt2.py: identical ids (tokenization is discrete). Measured: 357/357.
 
-Skips (exit 0 with a SKIP line) only when npm cannot install the package or llama.cpp's prebuilt
-library cannot load on this machine.
+Skips (exit 0 with a SKIP line) only when node/npm is missing, npm cannot install the package, or
+llama.cpp's prebuilt library cannot load on this machine.
 """
 import importlib.util
 import json
@@ -56,7 +64,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.chdir(ROOT)
 SPECLAB = os.environ.get("SPECLAB", "build/speclab")
-NPM_DIR = os.path.join("build", "npm", "llamacpp")
+# LLAMACPP_NPM: another npm prefix holding the package (e.g. a copy without the AMX CPU variant).
+NPM_DIR = os.environ.get("LLAMACPP_NPM", os.path.join("build", "npm", "llamacpp"))
 PKG = "node-llama-cpp@3.21.1"
 PEER = "tests/peer/llamacpp_probs.mjs"
 GGUF_WRITE = os.environ.get("GGUF_WRITE", "tests/importers/gguf_write.py")  # override: developing on another branch
@@ -66,7 +75,8 @@ TEXT = ("The committee met on Tuesday to discuss the budget. After a long debate
 N_TOKENS = 32
 LLAMA_CFG = {"vocab_size": 4096, "n_layer": 2, "n_head": 4, "n_kv_head": 2, "d_model": 64, "d_ff": 128,
              "max_seq_len": 64, "rope_theta": 10000, "tied_embeddings": False}
-BOUND = {"llama": 1e-5, "gpt2": 1e-3}
+# max |p_llama.cpp - p_speclab| by (arch, GGUF weight type); see the docstring for the measurements.
+BOUND = {("llama", "f32"): 1e-5, ("gpt2", "f32"): 1e-3, ("llama", "f16"): 2e-3, ("gpt2", "f16"): 2e-3}
 PERMUTED_MIN = 1e-2
 ENV1 = dict(os.environ, OMP_NUM_THREADS="1")
 
@@ -141,12 +151,12 @@ def write_permuted(src, dst, n_head, n_kv_head, head_dim):
     for name, e in header.items():
         if name == "__metadata__" or not (name.endswith("attn.q.weight") or name.endswith("attn.k.weight")):
             continue
-        assert e["dtype"] == "F32", name
+        dt = {"F32": "<f4", "F16": "<f2"}[e["dtype"]]
         b, end = e["data_offsets"]
-        w = np.frombuffer(bytes(data[b:end]), dtype="<f4").reshape(e["shape"])
+        w = np.frombuffer(bytes(data[b:end]), dtype=dt).reshape(e["shape"])
         nh = n_head if name.endswith("q.weight") else n_kv_head
         w = w.reshape(nh, head_dim // 2, 2, -1).swapaxes(1, 2).reshape(e["shape"])
-        data[b:end] = np.ascontiguousarray(w, dtype="<f4").tobytes()
+        data[b:end] = np.ascontiguousarray(w, dtype=dt).tobytes()
     hj = json.dumps(header).encode()
     hj += b" " * ((-len(hj) - 8) % 8)
     with open(dst, "wb") as f:
@@ -160,9 +170,9 @@ def load_cases():
     return mod.cases()
 
 
-def compare(name, arch, ours, theirs, failures):
+def compare(name, arch, dtype, ours, theirs, failures):
     """ours: speclab (n, V) in double; theirs: the peer's JSON."""
-    bound = BOUND[arch]
+    bound = BOUND[(arch, dtype)]
     q = np.array(theirs["probs"], dtype=np.float64)
     if q.shape != ours.shape:
         failures.append(f"{name}: llama.cpp gave {q.shape} probabilities, speclab {ours.shape}")
@@ -233,7 +243,7 @@ def main():
     try:
         llama = os.path.join(tmp, "llama.safetensors")
         speclab("model", "init", "--arch", "llama", "--config", json.dumps(LLAMA_CFG), "--tokenizer-json",
-                "models/tokenizer.json", "--init-std", "0.25", "--seed", "7", "--out", llama)
+                "models/tokenizer.json", "--init-std", "0.25", "--seed", "7", "--dtype", "f16", "--out", llama)
         r = subprocess.run([SPECLAB, "tokenize", "encode", "--tokenizer", TARGET], input=TEXT.encode(),
                            capture_output=True, env=ENV1, check=True)
         ids = [int(x) for x in r.stdout.split()][:N_TOKENS]
@@ -249,37 +259,41 @@ def main():
 
         # Phase 1: the GGUF files and speclab's probabilities.
         models = [("target", "gpt2", TARGET, 256), ("llama", "llama", llama, LLAMA_CFG["max_seq_len"])]
-        jobs = []  # (name, label, arch, n_ctx, gguf): every file llama.cpp evaluates
+        jobs = []  # (name, label, arch, dtype, n_ctx, gguf): every file llama.cpp evaluates
         ours = {}
         for label, arch, src, n_ctx in models:
             ours[label] = speclab_probs(src, ids)
-            for writer in ("speclab", "gguf_write.py"):
-                gguf = os.path.join(tmp, f"{label}.{'sl' if writer == 'speclab' else 'py'}.gguf")
-                name = f"{label} ({arch}) GGUF by {writer}"
-                try:
-                    if writer == "speclab":
-                        speclab("model", "convert", src, gguf, "--to", "gguf")
-                    else:
-                        subprocess.run([sys.executable, GGUF_WRITE, src, gguf], check=True, capture_output=True)
-                except (RuntimeError, subprocess.CalledProcessError) as e:
-                    failures.append(f"{name}: could not be written: {str(e)[-300:]}")
-                    continue
-                jobs.append((name, label, arch, n_ctx, gguf))
+            for dtype in ("f16", "f32"):  # both natives are F16: "f16" keeps the weights' type
+                for writer in ("speclab", "gguf_write.py"):
+                    gguf = os.path.join(tmp, f"{label}.{dtype}.{'sl' if writer == 'speclab' else 'py'}.gguf")
+                    name = f"{label} ({arch}) GGUF {dtype.upper()} by {writer}"
+                    try:
+                        if writer == "speclab":
+                            speclab("model", "convert", src, gguf, "--to", "gguf", *(["--dtype", "f32"] if dtype == "f32" else []))
+                        else:
+                            subprocess.run([sys.executable, GGUF_WRITE, src, gguf, "--dtype", dtype], check=True,
+                                           capture_output=True)
+                    except (RuntimeError, subprocess.CalledProcessError) as e:
+                        failures.append(f"{name}: could not be written: {str(e)[-300:]}")
+                        continue
+                    jobs.append((name, label, arch, dtype, n_ctx, gguf))
             if arch == "llama":  # the other RoPE hypothesis
                 perm = os.path.join(tmp, "llama.hfperm.safetensors")
                 write_permuted(src, perm, LLAMA_CFG["n_head"], LLAMA_CFG["n_kv_head"],
                                LLAMA_CFG["d_model"] // LLAMA_CFG["n_head"])
                 perm_gguf = os.path.join(tmp, "llama.hfperm.gguf")
-                subprocess.run([sys.executable, GGUF_WRITE, perm, perm_gguf], check=True, capture_output=True)
-                jobs.append(("llama, q/k rows permuted to Hugging Face's order", label, "permuted", n_ctx, perm_gguf))
+                subprocess.run([sys.executable, GGUF_WRITE, perm, perm_gguf, "--dtype", "f32"], check=True,
+                               capture_output=True)
+                jobs.append(("llama, q/k rows permuted to Hugging Face's order", label, "permuted", "f32", n_ctx,
+                             perm_gguf))
 
         # Phase 2: llama.cpp on every file, one node process.
-        lines = peer("probs", *[j[4] for j in jobs], "--ids", ",".join(map(str, ids)), "--tokenize", cases)
+        lines = peer("probs", *[j[5] for j in jobs], "--ids", ",".join(map(str, ids)), "--tokenize", cases)
         if lines is None:
             return 0
 
         # Phase 3: the comparisons.
-        for (name, label, arch, n_ctx, gguf), theirs in zip(jobs, lines):
+        for (name, label, arch, dtype, n_ctx, gguf), theirs in zip(jobs, lines):
             print(f"{name}:")
             if arch == "permuted":
                 q = np.array(theirs["probs"])
@@ -301,7 +315,7 @@ def main():
             except RuntimeError as e:
                 failures.append(f"{name}: speclab cannot read it: {str(e)[-300:]}")
                 print(f"  speclab cannot read it")
-            compare(name, arch, ours[label], theirs, failures)
+            compare(name, arch, dtype, ours[label], theirs, failures)
             check_info(name, theirs["info"], arch, n_ctx, failures)
             compare_tokens(name, gguf, cases, strs, theirs["info"]["tokenized"], failures)
     finally:
