@@ -9,8 +9,10 @@
 //       llama.cpp's view of the file (architecture, n_vocab, n_ctx_train, tokenizer model and
 //       pre-tokenizer, BOS/EOS, add-BOS) and, for each JSON string of FILE.jsonl, the ids
 //       llama.cpp's tokenizer gives it (no BOS/EOS added, special-token text not parsed).
-//   node tests/peer/llamacpp_probs.mjs bench MODEL.gguf... [--n 128] [--threads N]
-//       Decode speed: one prompt token, then N greedy tokens one at a time; tokens/s.
+//   node tests/peer/llamacpp_probs.mjs bench MODEL.gguf... [--n 128] [--threads N] [--first ID] [--kv f32|f16]
+//       Decode speed: one prompt token (default 0), then N greedy tokens one at a time (EOS/EOT
+//       forbidden); tokens/s over the N tokens after the first. --kv f16: llama.cpp's default
+//       context (F16 KV cache, flash attention "auto") instead of the comparison's.
 //   Several MODEL files: one JSON line each, in order.
 //
 // The package is looked up in $LLAMACPP_NPM (default build/npm/llamacpp under the repository root:
@@ -27,7 +29,7 @@ const VERSION = "3.21.1";
 
 function usage(msg) {
     process.stderr.write(`llamacpp_probs: ${msg}\nusage: llamacpp_probs.mjs probs|info|bench MODEL.gguf ` +
-        `[--ids 1,2,3] [--threads N] [--tokenize FILE.jsonl] [--n N]\n`);
+        `[--ids 1,2,3] [--threads N] [--tokenize FILE.jsonl] [--n N] [--first ID] [--kv f32|f16]\n`);
     process.exit(1);
 }
 
@@ -39,13 +41,15 @@ function parseArgs(argv) {
         models.push(argv[i]);
     if (!["probs", "info", "bench"].includes(cmd) || models.length === 0)
         usage("need a command and a model");
-    const opt = { cmd, models, threads: 1, n: 128, ids: null, tokenize: null };
+    const opt = { cmd, models, threads: 1, n: 128, first: 0, kv: "f32", ids: null, tokenize: null };
     for (; i < argv.length; i += 2) {
         const k = argv[i], v = argv[i + 1];
         if (v === undefined) usage(`${k} needs a value`);
         if (k === "--ids") opt.ids = v.split(",").map(s => Number(s));
         else if (k === "--threads") opt.threads = Number(v);
         else if (k === "--n") opt.n = Number(v);
+        else if (k === "--first") opt.first = Number(v);
+        else if (k === "--kv" && (v === "f32" || v === "f16")) opt.kv = v;
         else if (k === "--tokenize") opt.tokenize = v;
         else usage(`unknown option ${k}`);
     }
@@ -172,15 +176,21 @@ async function cmdInfo(llama, opt) {
     await model.dispose();
 }
 
-async function cmdBench(llama, opt) {
+async function cmdBench(lib, llama, opt) {
     const model = await loadModel(llama, opt.model);
-    const context = await model.createContext(contextOptions(opt.n + 2, opt.threads));
+    const ctxOpts = contextOptions(opt.n + 2, opt.threads);
+    if (opt.kv === "f16")  // llama.cpp's defaults: F16 KV cache, flash attention where supported
+        Object.assign(ctxOpts, { experimentalKvCacheKeyType: "F16", experimentalKvCacheValueType: "F16", flashAttention: "auto" });
+    const context = await model.createContext(ctxOpts);
     const seq = context.getSequence();
-    const first = 0;
-    let n = 0, t0 = 0, tFirst = 0;
+    // Greedy, end-of-generation tokens forbidden so that exactly n tokens come; every generated
+    // token is one llama_decode of one token plus greedy sampling over the vocabulary.
+    const bias = lib.TokenBias.for(model);
+    for (const t of [model.tokens.eos, model.tokens.eot].filter(t => t != null))
+        bias.set(t, "never");
+    let n = 0, t0 = 0n, tFirst = 0;
     const start = process.hrtime.bigint();
-    // Greedy; every generated token is one llama_decode of one token (plus greedy sampling).
-    for await (const tok of seq.evaluate([first], { temperature: 0 })) {
+    for await (const tok of seq.evaluate([opt.first], { temperature: 0, tokenBias: bias })) {
         void tok;
         if (n === 0) { t0 = process.hrtime.bigint(); tFirst = Number(t0 - start) / 1e9; }
         n++;
@@ -189,15 +199,15 @@ async function cmdBench(llama, opt) {
     const dt = Number(process.hrtime.bigint() - t0) / 1e9;
     process.stdout.write(JSON.stringify({
         peer: `node-llama-cpp ${VERSION}`, model: opt.model, threads: context.currentThreads,
-        kv: `${context.kvCacheKeyType}/${context.kvCacheValueType}`,
-        tokens: opt.n, seconds: dt, tokens_per_s: opt.n / dt, first_token_s: tFirst,
+        kv: `${context.kvCacheKeyType}/${context.kvCacheValueType}`, flash_attention: context.flashAttention,
+        tokens: n - 1, seconds: dt, tokens_per_s: (n - 1) / dt, first_token_s: tFirst,
     }) + "\n");
     await context.dispose();
     await model.dispose();
 }
 
 const opts = parseArgs(process.argv.slice(2));
-const { llama } = await loadPackage();
+const { lib, llama } = await loadPackage();
 // Several models in one call share the ~1 s of loading the package and the library; one JSON
 // line per model, in order.
 for (const model of opts.models) {
@@ -205,7 +215,7 @@ for (const model of opts.models) {
     try {
         if (opt.cmd === "probs") await cmdProbs(llama, opt);
         else if (opt.cmd === "info") await cmdInfo(llama, opt);
-        else await cmdBench(llama, opt);
+        else await cmdBench(lib, llama, opt);
     } catch (e) {
         process.stderr.write(`llamacpp_probs: ${opt.cmd} ${opt.model}: ${e.message}\n`);
         process.exit(1);
