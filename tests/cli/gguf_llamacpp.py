@@ -7,52 +7,60 @@ driven by tests/peer/llamacpp_probs.mjs (options and measurements in tests/peer/
 installed here into build/npm/llamacpp (git-ignored; its own prefix, because an `npm install
 --no-save` into build/npm by another test prunes every package that install did not name).
 
-Models (both stored F16), each written as GGUF with F16 weights (as stored), the llama also with
-F32 and Q8_0 weights, by `speclab model convert IN OUT --to gguf [--dtype D]` and by the independent
-numpy writer tests/importers/gguf_write.py [--dtype D]: 8 files.
-  target  models/family/target.safetensors: gpt2, byte-level BPE vocabulary of 4096.
-  llama   `speclab model init --arch llama` (grouped-query attention 4/2 heads, untied output, the
-          same tokenizer), init std 0.25 so that attention is sharp and RoPE matters: with the
-          default 0.02 the permuted layout below moves the probabilities by only 2.6e-6.
+Models (all stored F16), written as GGUF by `speclab model convert IN OUT --to gguf [--dtype D]` and
+by the independent numpy writer tests/importers/gguf_write.py [--dtype D]: 8 files + 1.
+  target    models/family/target.safetensors: gpt2, byte-level BPE vocabulary of 4096. GGUF F16.
+  llama     `speclab model init --arch llama`: 2 layers, grouped-query attention 4/2 heads, head
+            dim 16, untied output, the same tokenizer; init std 0.25 so that attention is sharp and
+            RoPE matters (with the default 0.02 the permuted layout below moves the probabilities by
+            only 2.6e-6). GGUF F32 and Q8_0.
+  llama-sp  the same with 1 layer and a SentencePiece vocabulary (sp-bpe, 4129 pieces, built below
+            from the byte-level one), so that llama.cpp's SPM tokenizer is compared too. GGUF F16.
 
 For a fixed 32-token sequence, llama.cpp's full next-token distribution at every position (all
-4096 tokens) is compared with speclab's (`speclab model probs`: softmax in double of the float32
-logits), from the native file. Checks and tolerances:
+n_vocab tokens) is compared with speclab's (`speclab model probs`: softmax in double of the float32
+logits) from the native file. Checks and tolerances:
   - speclab on each F16/F32 GGUF == speclab on the native file, exactly (same weights; speclab
     computes in float32 whatever the stored type, and its F16 and F32 paths give identical logits).
     Q8_0: both writers' files read identically, and llama.cpp is compared with speclab's reading
     of the Q8_0 file (the quantised weights), not with the native file.
   - max |p_llama.cpp - p_speclab| over all positions and tokens, bound by (arch, GGUF type):
-      llama F32: 1e-5. Measured 3.4e-7: float32 on both sides, only summation order, llama.cpp's
-                 float32 exp/softmax differ. 29x margin.
-      gpt2 F32:  1e-3 (not run by default: 220 MB more to write and read). Measured 1.9e-4 (2.9e-4
-                 on random ids). llama.cpp's CPU GELU is a float16
-                 lookup table (ggml-cpu/vec.h, GGML_GELU_FP16: f16(gelu(f16(x))) for |x| < 10): an
-                 error of ~2^-11 relative on every MLP activation. A numpy float64 forward with that
-                 rounding matches llama.cpp to 3.8e-5; without it, it matches speclab to 2.5e-7.
-      F16 (both): 2e-3. ggml multiplies F16 weights by activations rounded to F16 (vec_dot_type F16)
-                 except in the AMX path (CPU variant sapphirerapids, picked at run time where the CPU
-                 has AMX), which keeps them float32. Measured with AMX: as F32 (bit-identical to
-                 the F32 file); without (the same package with libggml-cpu-sapphirerapids.so removed,
-                 avx512 variant): gpt2 6.9e-4, llama 5.4e-4. 2.9x margin over the worse.
+      llama F32: 1e-5. Measured 3.4e-7: float32 on both sides; only the summation order and
+                 llama.cpp's float32 exp/softmax differ. 29x margin.
+      gpt2 F32:  1e-3 (no such file by default: 220 MB more to write and read). Measured 1.9e-4
+                 (2.9e-4 on random ids). llama.cpp's CPU GELU is a float16 lookup table
+                 (ggml-cpu/vec.h, GGML_GELU_FP16: f16(gelu(f16(x))) for |x| < 10), an error of
+                 ~2^-11 relative on every MLP activation: a numpy float64 forward with that rounding
+                 matches llama.cpp to 3.8e-5; without it, it matches speclab to 2.5e-7.
+      F16:       2e-3. ggml multiplies F16 weights by activations rounded to F16 (vec_dot_type
+                 F16), except on the AMX path (CPU variant sapphirerapids, picked at run time where
+                 the CPU has AMX) for matrices whose row count is a multiple of 32, which keeps them
+                 float32. Measured with AMX: target 1.9e-4 (as F32: the F16 file gives bit-identical
+                 probabilities), llama-sp 1.5e-4 (4129 output rows: that matrix is off the AMX path;
+                 with 4096 or 4160 rows, 4e-7); without AMX (the package with
+                 libggml-cpu-sapphirerapids.so removed: avx512 variant): target 6.9e-4, llama-sp
+                 2.0e-4 (and the 2-layer llama, F16, 5.4e-4). 2.9x margin over the worst.
       llama Q8_0: 3e-2. speclab dequantises the blocks and computes in float32; ggml quantises the
                  activations to Q8_0 too (vec_dot_type Q8_0, 8-bit per block of 32). Measured 9.7e-3
-                 with and without AMX (3.1x margin); argmax differs at 4 of 32 positions, all near
+                 with and without AMX (3.1x margin); the argmax differs at 4 of 32 positions, all near
                  ties (the llama's distributions are flat, top probability ~0.1), excused as below.
                  What it proves: llama.cpp reads the Q8_0 blocks as speclab and gguf_write.py write
                  them (measured: the blocks of each row rotated by one move probabilities by 0.25).
-  - argmax equal at every position (a position whose top two speclab probabilities are within
-    2 x bound would be excused and counted; none is in this sequence).
+  - argmax equal at every position; a position whose top two speclab probabilities are within
+    2 x bound is excused and counted (Q8_0: 4; F16 without AMX: 1 for llama-sp; otherwise none).
   - RoPE layout: the llama GGUF rows of attn_q/attn_k are the native rows (Meta's adjacent pairs
     (2j, 2j+1); llama.cpp's llama arch uses rope type NORM, which rotates adjacent pairs). The other
     hypothesis, rows permuted within each head to Hugging Face's half-split order, is written too
-    (gguf_write.py on a permuted copy) and must disagree with speclab by more than 1e-2 (measured
-    0.29, argmax differs at 29 of 32 positions): the comparison sees a layout error.
-  - llama.cpp's view of each file: architecture, n_vocab 4096, n_ctx_train = max_seq_len,
-    tokenizer model "gpt2", pre-tokenizer "gpt-2", BOS = EOS = 4095, no BOS added.
-  - tokenization: llama.cpp's tokenizer (gpt2 model, "gpt-2" pre-tokenizer) vs `speclab tokenize
-    encode --tokenizer FILE.gguf`, same file, on the 357 varied strings of
-    tests/cli/test_tokenize_gpt2.py: identical ids (tokenization is discrete). Measured: 357/357.
+    (gguf_write.py on a permuted copy, F32) and must disagree with speclab by more than 1e-2
+    (measured 0.29, argmax differs at 29 of 32 positions): the comparison sees a layout error.
+  - llama.cpp's view of each file: architecture, n_vocab, n_ctx_train = max_seq_len, tokenizer
+    model "gpt2" with pre-tokenizer "gpt-2" and BOS = EOS = <|endoftext|>, no BOS added (byte-level
+    BPE), or "llama" with the JSON's bos, eos, add_bos, add_eos (sp-bpe).
+  - tokenization, on the F16 files (target and llama-sp, both writers): llama.cpp's tokenizer
+    (gpt2 / "gpt-2" pre-tokenizer, or SPM) vs `speclab tokenize encode --tokenizer FILE.gguf`, same
+    file, on the 357 varied strings of tests/cli/test_tokenize_gpt2.py: identical ids
+    (tokenization is discrete; llama.cpp is asked without BOS/EOS, so speclab's added BOS comes off
+    first). Measured: 357/357 for each.
 
 Skips (exit 0 with a SKIP line) only when node/npm is missing, npm cannot install the package, or
 llama.cpp's prebuilt library cannot load on this machine.
@@ -173,6 +181,58 @@ def write_permuted(src, dst, n_head, n_kv_head, head_dim):
         f.write(struct.pack("<Q", len(hj)) + hj + bytes(data))
 
 
+def gpt2_byte_decoder():
+    """GPT-2's bytes_to_unicode, inverted: the character of a byte-level token -> its byte."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
+        list(range(ord("\xae"), ord("\xff") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+def make_sp_tokenizer(byte_bpe):
+    """A SentencePiece-style vocabulary (sp-bpe JSON, models/sl_tok.h) made from the byte-level BPE
+    one, so that both of llama.cpp's tokenizers are exercised without another download: <unk>, <s>,
+    </s>, the 256 byte pieces, then every byte-level token whose bytes are valid UTF-8 with no
+    control character (spaces as '▁'), scored -rank in BPE order, then every character of those
+    pieces that is not yet a piece (as SentencePiece's training guarantees; their scores never
+    matter: a merge joins two symbols).
+    The encoder is the same algorithm on both sides whatever the scores; what is compared is
+    llama.cpp's SPM tokenizer against speclab's, on the same GGUF."""
+    dec = gpt2_byte_decoder()
+    pieces = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)]
+    types = [2, 3, 3] + [6] * 256
+    scores = [0.0] * len(pieces)
+    seen = set(pieces)
+    specials = set(byte_bpe.get("special", {}).values())
+    for i, t in enumerate(byte_bpe["vocab"]):
+        if i in specials:
+            continue
+        try:
+            text = bytes(dec[c] for c in t).decode("utf-8")
+        except (KeyError, UnicodeDecodeError):
+            continue
+        text = text.replace(" ", "\u2581")
+        if any(ord(c) < 0x20 or ord(c) == 0x7f for c in text):
+            continue  # as in llama's vocabulary: control characters go through the byte pieces
+        if text and text not in seen:
+            seen.add(text)
+            pieces.append(text)
+            types.append(1)
+            scores.append(-float(i))
+    for ch in sorted({c for p in pieces[259:] for c in p} - seen):
+        pieces.append(ch)
+        types.append(1)
+        scores.append(-1e6)
+    return {"type": "sp-bpe", "pieces": pieces, "scores": scores, "types": types, "bos": 1, "eos": 2, "unk": 0,
+            "add_bos": True, "add_eos": False, "add_dummy_prefix": True, "byte_fallback": True}
+
+
 def load_cases():
     spec = importlib.util.spec_from_file_location("tok_gpt2", os.path.join("tests", "cli", "test_tokenize_gpt2.py"))
     mod = importlib.util.module_from_spec(spec)
@@ -206,9 +266,16 @@ def compare(name, arch, dtype, ours, theirs, failures):
     return worst
 
 
-def check_info(name, info, arch, n_ctx, failures):
-    want = {"architecture": arch, "n_vocab": 4096, "n_ctx_train": n_ctx, "tokenizer_model": "gpt2",
-            "tokenizer_pre": "gpt-2", "bos": 4095, "eos": 4095, "add_bos": False}
+def check_info(name, info, arch, n_ctx, tok, failures):
+    """tok: the tokenizer JSON the model carries."""
+    if tok["type"] == "byte-bpe":
+        eot = tok["special"]["<|endoftext|>"]
+        want = {"n_vocab": len(tok["vocab"]), "tokenizer_model": "gpt2", "tokenizer_pre": "gpt-2", "bos": eot,
+                "eos": eot, "add_bos": False}
+    else:
+        want = {"n_vocab": len(tok["pieces"]), "tokenizer_model": "llama", "bos": tok["bos"], "eos": tok["eos"],
+                "add_bos": tok["add_bos"], "add_eos": tok["add_eos"]}
+    want.update({"architecture": arch, "n_ctx_train": n_ctx})
     bad = {k: (info.get(k), v) for k, v in want.items() if info.get(k) != v}
     print(f"  llama.cpp sees arch {info.get('architecture')}, n_vocab {info.get('n_vocab')}, "
           f"n_ctx_train {info.get('n_ctx_train')}, tokenizer {info.get('tokenizer_model')}/{info.get('tokenizer_pre')}, "
@@ -218,7 +285,9 @@ def check_info(name, info, arch, n_ctx, failures):
         failures.append(f"{name}: llama.cpp's view differs (got, want): {bad}")
 
 
-def compare_tokens(name, gguf, cases, strs, ref, failures):
+def compare_tokens(name, gguf, cases, strs, ref, tok, failures):
+    """speclab encodes with the tokenizer's add_bos/add_eos; llama.cpp was asked without them
+    (add_special = false), so those ids come off speclab's lines first (and must be there)."""
     r = subprocess.run([SPECLAB, "tokenize", "encode", "--tokenizer", gguf, "--jsonl", "--in", cases],
                        capture_output=True, text=True, env=ENV1)
     if r.returncode != 0:
@@ -227,6 +296,16 @@ def compare_tokens(name, gguf, cases, strs, ref, failures):
         print(f"  tokenization: speclab cannot tokenize with the GGUF's tokenizer")
         return
     ours = r.stdout.split("\n")[: len(strs)]
+    if tok["type"] == "sp-bpe":
+        trimmed = []
+        for line in ours:
+            ids = line.split()
+            if tok["add_bos"]:
+                ids = ids[1:] if ids and ids[0] == str(tok["bos"]) else ["missing-BOS"] + ids
+            if tok["add_eos"]:
+                ids = ids[:-1] if ids and ids[-1] == str(tok["eos"]) else ids + ["missing-EOS"]
+            trimmed.append(" ".join(ids))
+        ours = trimmed
     bad = 0
     for s, a, b in zip(strs, ref, ours):
         if " ".join(map(str, a)) != b:
@@ -235,14 +314,15 @@ def compare_tokens(name, gguf, cases, strs, ref, failures):
                 print(f"  MISMATCH on {s!r}:\n    llama.cpp: {' '.join(map(str, a))}\n    speclab:   {b}")
     if len(ours) != len(strs) or len(ref) != len(strs):
         bad = max(bad, 1)
-    print(f"  tokenization (llama.cpp gpt2 / gpt-2 pre-tokenizer vs speclab, same GGUF): "
+    kind = "gpt2 / gpt-2 pre-tokenizer" if tok["type"] == "byte-bpe" else "SPM (llama)"
+    print(f"  tokenization (llama.cpp {kind} vs speclab, same GGUF): "
           f"{len(strs) - bad}/{len(strs)} strings identical")
     if bad:
         failures.append(f"{name}: tokenization: {bad}/{len(strs)} strings differ")
 
 
 def main():
-    t_start = time.time()
+    t_start = t_files = t_peer = time.time()
     if shutil.which("node") is None or shutil.which("npm") is None:
         print("SKIP: node/npm not available")
         return 0
@@ -254,6 +334,16 @@ def main():
         llama = os.path.join(tmp, "llama.safetensors")
         speclab("model", "init", "--arch", "llama", "--config", json.dumps(LLAMA_CFG), "--tokenizer-json",
                 "models/tokenizer.json", "--init-std", "0.25", "--seed", "7", "--dtype", "f16", "--out", llama)
+        with open("models/tokenizer.json", encoding="utf-8") as f:
+            bpe_tok = json.load(f)
+        sp_tok = make_sp_tokenizer(bpe_tok)
+        sp_json = os.path.join(tmp, "sp.json")
+        with open(sp_json, "w", encoding="utf-8") as f:
+            json.dump(sp_tok, f)
+        llama_sp = os.path.join(tmp, "llama_sp.safetensors")
+        sp_cfg = dict(LLAMA_CFG, vocab_size=len(sp_tok["pieces"]), n_layer=1)
+        speclab("model", "init", "--arch", "llama", "--config", json.dumps(sp_cfg), "--tokenizer-json", sp_json,
+                "--init-std", "0.25", "--seed", "8", "--dtype", "f16", "--out", llama_sp)
         r = subprocess.run([SPECLAB, "tokenize", "encode", "--tokenizer", TARGET], input=TEXT.encode(),
                            capture_output=True, env=ENV1, check=True)
         ids = [int(x) for x in r.stdout.split()][:N_TOKENS]
@@ -268,14 +358,18 @@ def main():
                 f.write(json.dumps(x, ensure_ascii=True) + "\n")
 
         # Phase 1: the GGUF files and speclab's probabilities.
-        models = [("target", "gpt2", TARGET, 256), ("llama", "llama", llama, LLAMA_CFG["max_seq_len"])]
+        # (label, arch, file, n_ctx_train, tokenizer, GGUF weight types). All natives are F16: "f16"
+        # keeps the weights' type. The target's F32 files would add 220 MB of writing and reading
+        # for a check the small llama makes sharper; llama-sp covers the llama arch at F16.
+        models = [("target", "gpt2", TARGET, 256, bpe_tok, ("f16",)),
+                  ("llama", "llama", llama, LLAMA_CFG["max_seq_len"], bpe_tok, ("f32", "q8_0")),
+                  ("llama-sp", "llama", llama_sp, LLAMA_CFG["max_seq_len"], sp_tok, ("f16",))]
+        toks = {m[0]: m[4] for m in models}
         jobs = []  # (name, label, arch, dtype, n_ctx, gguf): every file llama.cpp evaluates
         ours = {}
-        for label, arch, src, n_ctx in models:
+        for label, arch, src, n_ctx, _, dtypes in models:
             ours[label] = speclab_probs(src, ids)
-            # Both natives are F16: "f16" keeps the weights' type. The target's F32 files would add
-            # 220 MB of writing and reading for a check the small llama makes sharper.
-            for dtype in (("f16",) if label == "target" else ("f16", "f32", "q8_0")):
+            for dtype in dtypes:
                 for writer in ("speclab", "gguf_write.py"):
                     gguf = os.path.join(tmp, f"{label}.{dtype}.{'sl' if writer == 'speclab' else 'py'}.gguf")
                     name = f"{label} ({arch}) GGUF {dtype.upper()} by {writer}"
@@ -290,7 +384,7 @@ def main():
                         failures.append(f"{name}: could not be written: {str(e)[-300:]}")
                         continue
                     jobs.append((name, label, arch, dtype, n_ctx, gguf))
-            if arch == "llama":  # the other RoPE hypothesis
+            if label == "llama":  # the other RoPE hypothesis
                 perm = os.path.join(tmp, "llama.hfperm.safetensors")
                 write_permuted(src, perm, LLAMA_CFG["n_head"], LLAMA_CFG["n_kv_head"],
                                LLAMA_CFG["d_model"] // LLAMA_CFG["n_head"])
@@ -302,7 +396,10 @@ def main():
 
         t_files = time.time()
         # Phase 2: llama.cpp on every file, one node process.
-        lines = peer("probs", *[j[5] for j in jobs], "--ids", ",".join(map(str, ids)), "--tokenize", cases)
+        # Tokenization: the F16 files of each tokenizer kind (target: byte-level BPE, llama-sp: SPM).
+        tok_jobs = [i for i, j in enumerate(jobs) if j[1] in ("target", "llama-sp")]
+        lines = peer("probs", *[j[5] for j in jobs], "--ids", ",".join(map(str, ids)), "--tokenize", cases,
+                     "--tokenize-only", ",".join(map(str, tok_jobs)))
         if lines is None:
             return 0
 
@@ -343,8 +440,11 @@ def main():
                 if dtype == "q8_0":
                     continue
             compare(name, arch, dtype, ref, theirs, failures)
-            check_info(name, theirs["info"], arch, n_ctx, failures)
-            compare_tokens(name, gguf, cases, strs, theirs["info"]["tokenized"], failures)
+            check_info(name, theirs["info"], arch, n_ctx, toks[label], failures)
+            if "tokenized" in theirs["info"]:
+                compare_tokens(name, gguf, cases, strs, theirs["info"]["tokenized"], toks[label], failures)
+    except (RuntimeError, subprocess.CalledProcessError) as e:
+        failures.append(f"setup: {str(e)[-500:]}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"time: {time.time() - t_start:.1f} s (files and speclab {t_files - t_start:.1f} s, "

@@ -15,6 +15,7 @@ run and then the median and best tokens/s per configuration.
 """
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -54,6 +55,13 @@ def main(argv):
         else:
             model = argv[i]; i += 1
     tmp = tempfile.mkdtemp(prefix="bench_decode.")
+    try:
+        return run(model, rounds, n, thread_list, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(model, rounds, n, thread_list, tmp):
     ggufs = {}
     for dt in ("f32", "f16"):
         out = os.path.join(tmp, f"model.{dt}.gguf")

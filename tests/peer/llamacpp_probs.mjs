@@ -13,7 +13,8 @@
 //       Decode speed: one prompt token (default 0), then N greedy tokens one at a time (EOS/EOT
 //       forbidden); tokens/s over the N tokens after the first. --kv f16: llama.cpp's default
 //       context (F16 KV cache, flash attention "auto") instead of the comparison's.
-//   Several MODEL files: one JSON line each, in order.
+//   Several MODEL files: one JSON line each, in order. --tokenize-only 0,3: tokenize only with the
+//   models at those (0-based) positions.
 //
 // The package is looked up in $LLAMACPP_NPM (default build/npm/llamacpp under the repository root:
 // its own npm prefix, since an `npm install --no-save` into build/npm for another test prunes
@@ -29,7 +30,8 @@ const VERSION = "3.21.1";
 
 function usage(msg) {
     process.stderr.write(`llamacpp_probs: ${msg}\nusage: llamacpp_probs.mjs probs|info|bench MODEL.gguf ` +
-        `[--ids 1,2,3] [--threads N] [--tokenize FILE.jsonl] [--n N] [--first ID] [--kv f32|f16]\n`);
+        `[--ids 1,2,3] [--threads N] [--tokenize FILE.jsonl [--tokenize-only I,J]] [--n N] [--first ID] ` +
+        `[--kv f32|f16]\n`);
     process.exit(1);
 }
 
@@ -41,7 +43,7 @@ function parseArgs(argv) {
         models.push(argv[i]);
     if (!["probs", "info", "bench"].includes(cmd) || models.length === 0)
         usage("need a command and a model");
-    const opt = { cmd, models, threads: 1, n: 128, first: 0, kv: "f32", ids: null, tokenize: null };
+    const opt = { cmd, models, threads: 1, n: 128, first: 0, kv: "f32", ids: null, tokenize: null, tokenizeOnly: null };
     for (; i < argv.length; i += 2) {
         const k = argv[i], v = argv[i + 1];
         if (v === undefined) usage(`${k} needs a value`);
@@ -51,6 +53,7 @@ function parseArgs(argv) {
         else if (k === "--first") opt.first = Number(v);
         else if (k === "--kv" && (v === "f32" || v === "f16")) opt.kv = v;
         else if (k === "--tokenize") opt.tokenize = v;
+        else if (k === "--tokenize-only") opt.tokenizeOnly = new Set(v.split(",").map(Number));
         else usage(`unknown option ${k}`);
     }
     if (cmd === "probs" && (!opt.ids || opt.ids.length === 0 || opt.ids.some(x => !Number.isInteger(x) || x < 0)))
@@ -210,8 +213,10 @@ const opts = parseArgs(process.argv.slice(2));
 const { lib, llama } = await loadPackage();
 // Several models in one call share the ~1 s of loading the package and the library; one JSON
 // line per model, in order.
-for (const model of opts.models) {
+for (const [i, model] of opts.models.entries()) {
     const opt = { ...opts, model };
+    if (opts.tokenizeOnly && !opts.tokenizeOnly.has(i))
+        opt.tokenize = null;
     try {
         if (opt.cmd === "probs") await cmdProbs(llama, opt);
         else if (opt.cmd === "info") await cmdInfo(llama, opt);
