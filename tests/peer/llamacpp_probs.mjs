@@ -92,9 +92,9 @@ async function loadPackage() {
 }
 
 // The context the comparisons use: float32 KV cache (the default is F16, which would round
-// every cached key and value), flash attention off (its CPU kernel accumulates in F16 for an
-// F16 KV cache and takes a different summation path), one sequence, one batch for the whole
-// prompt (so no position is evaluated in a different ubatch), threads as asked.
+// every cached key and value), flash attention off (another kernel, another summation order; the
+// plain softmax(QK^T)V path is the one measured), one sequence, one batch for the whole prompt
+// (so no position is evaluated in a different ubatch), threads as asked.
 function contextOptions(nTokens, threads) {
     const size = Math.max(nTokens + 1, 64);
     return {
@@ -134,9 +134,11 @@ async function cmdProbs(llama, opt) {
         probs.push(p);
         argmax.push(m.keys().next().value);  // the map is sorted by logit, highest first
     }
+    const info = describe(model, opt.tokenize);
+    if (info.n_vocab !== null && info.n_vocab !== nVocab)
+        throw new Error(`${nVocab} probabilities per position, but the file has ${info.n_vocab} tokens`);
     const res = {
-        peer: `node-llama-cpp ${VERSION}`, model: opt.model, n_vocab: nVocab, ids: opt.ids, argmax, probs,
-        info: describe(model, opt.tokenize),
+        peer: `node-llama-cpp ${VERSION}`, model: opt.model, n_vocab: nVocab, ids: opt.ids, argmax, probs, info,
         options: {
             gpu: false, threads: context.currentThreads, contextSize: context.contextSize,
             batchSize: context.batchSize, flashAttention: context.flashAttention,
