@@ -43,56 +43,14 @@ static void prompt_set_free(prompt_set *p)
     memset(p, 0, sizeof *p);
 }
 
-/* Reads one prompt per line of whitespace-separated token ids. */
+/* The token-id prompts of path (data/sl_prompts.h), taken over as a prompt_set. */
 static int read_prompt_ids(const char *path, prompt_set *out)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return sl_fail(SL_EINPUT, "prompt_ids: cannot open %s: %s", path, strerror(errno));
-    char *line = NULL;
-    size_t cap = 0, pcap = 0;
-    prompt_set p = {0};
-    int rc = SL_OK;
-    while (rc == SL_OK && getline(&line, &cap, f) > 0) {
-        if (p.n == pcap) {
-            pcap = pcap ? 2 * pcap : 64;
-            int32_t **t = realloc(p.tok, pcap * sizeof *t);
-            if (t) p.tok = t;
-            size_t *l = realloc(p.len, pcap * sizeof *l);
-            if (l) p.len = l;
-            if (!t || !l) {
-                rc = sl_fail(SL_EFAIL, "out of memory reading %s", path);
-                break;
-            }
-        }
-        size_t i = p.n++;
-        p.len[i] = 0;
-        if (!(p.tok[i] = malloc((strlen(line) / 2 + 2) * sizeof **p.tok))) {
-            rc = sl_fail(SL_EFAIL, "out of memory reading %s", path);
-            break;
-        }
-        char *s = line, *end;
-        for (;;) {
-            while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
-            if (!*s) break;
-            errno = 0;
-            long v = strtol(s, &end, 10);
-            if (end == s || errno || v < 0 || v > INT32_MAX) {
-                rc = sl_fail(SL_EINPUT, "prompt_ids: %s line %zu: '%.20s' is not a token id", path, i + 1, s);
-                break;
-            }
-            p.tok[i][p.len[i]++] = (int32_t)v;
-            s = end;
-        }
-        if (!rc && p.len[i] == 0) rc = sl_fail(SL_EINPUT, "prompt_ids: %s line %zu is empty", path, i + 1);
-    }
-    free(line);
-    fclose(f);
-    if (!rc && p.n == 0) rc = sl_fail(SL_EINPUT, "prompt_ids: %s holds no prompts", path);
-    if (rc) {
-        prompt_set_free(&p);
-        return rc;
-    }
-    *out = p;
+    sl_prompt_ids *p;
+    int rc = sl_prompt_ids_read(path, &p);
+    if (rc) return rc;
+    *out = (prompt_set){p->n, p->ids, p->len};
+    free(p);
     return SL_OK;
 }
 

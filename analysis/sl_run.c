@@ -279,7 +279,8 @@ int sl_run_config_validate(const sl_run_config *c)
     if (c->eos < -1 || c->eos > INT32_MAX) return sl_fail(SL_EINPUT, "eos: %ld is outside [-1, %d]", c->eos, INT32_MAX);
     if (c->cost_reps < 1) return sl_fail(SL_EINPUT, "cost_reps: %ld is not >= 1", c->cost_reps);
     if (c->shard_prompts < 1) return sl_fail(SL_EINPUT, "shard_prompts: %zu is not >= 1", c->shard_prompts);
-    if (!c->prompts) return sl_fail(SL_EINPUT, "prompts: no prompt file given");
+    if (!c->prompts == !c->prompt_ids)
+        return sl_fail(SL_EINPUT, "prompts: give a text prompt file or token-id prompts (prompt_ids), one of them");
     if (!c->out) return sl_fail(SL_EINPUT, "out: no run log given");
     const size_t vm = v_max_of(c);
     const int gm = gamma_max_of(c);
@@ -377,7 +378,7 @@ static int run_meta(const sl_run_config *o, size_t V, sl_log_meta *meta)
     sl_log_meta_init(meta, SL_LOG_RUN);
     snprintf(meta->target_name, sizeof meta->target_name, "%s", o->target_path);
     snprintf(meta->draft_name, sizeof meta->draft_name, "%s", o->draft_spec);
-    snprintf(meta->source, sizeof meta->source, "models; prompts %s", o->prompts);
+    snprintf(meta->source, sizeof meta->source, "models; prompts %s", o->prompts ? o->prompts : o->prompt_ids);
     int rc = sl_sha256_file(o->target_path, meta->target_sha256);
     if (rc) return rc;
     /* A draft given as a spec without a file (lookup:N) is identified by the spec itself. */
@@ -405,13 +406,14 @@ int sl_run_experiment(const sl_run_config *o)
 {
     int rc = sl_run_config_validate(o);
     if (rc) return rc;
-    if (!o->target || !o->draft || !o->tok || !o->target_path || !o->draft_spec)
-        return sl_fail(SL_EINPUT, "run: the target, the draft and the tokenizer must be open");
+    if (!o->target || !o->draft || (!o->tok && o->prompts) || !o->target_path || !o->draft_spec)
+        return sl_fail(SL_EINPUT, "run: the target, the draft and (for text prompts) the tokenizer must be open");
     sl_model *mt = o->target;
     sl_lm_handle *hd = o->draft;
     sl_model_ctx *ct = NULL;
     sl_model_lm *lt = NULL;
     sl_prompts *pr = NULL;
+    sl_prompt_ids *pi = NULL;
     int32_t **ids = NULL, **pids = NULL, *ctxbuf = NULL, *out = NULL;
     size_t *len = NULL, *plen = NULL, np = 0;
     double *dists = NULL;
@@ -426,12 +428,14 @@ int sl_run_experiment(const sl_run_config *o)
     const size_t G = (size_t)gl[n_g - 1], N = o->tokens, VM = v_max_of(o); /* G: the largest gamma */
     const size_t V = mt->cfg.vocab_size;
 
-    if (sl_tok_vocab_size(o->tok) > V) {
+    if (o->tok && sl_tok_vocab_size(o->tok) > V) {
         rc = sl_fail(SL_EINPUT, "the tokenizer has %zu tokens, more than the models' %zu", sl_tok_vocab_size(o->tok), V);
         goto done;
     }
-    if ((rc = sl_prompts_read(o->prompts, &pr))) goto done;
-    np = o->max_prompts > 0 && o->max_prompts < pr->n ? o->max_prompts : pr->n;
+    if (o->prompts ? (rc = sl_prompts_read(o->prompts, &pr)) : (rc = sl_prompt_ids_read(o->prompt_ids, &pi))) goto done;
+    const size_t n_all = pr ? pr->n : pi->n;
+    const char *prompt_file = o->prompts ? o->prompts : o->prompt_ids;
+    np = o->max_prompts > 0 && o->max_prompts < n_all ? o->max_prompts : n_all;
     const size_t limit = mt->cfg.max_seq_len < hd->context ? mt->cfg.max_seq_len : hd->context;
     ids = calloc(np, sizeof *ids);
     len = calloc(np, sizeof *len);
@@ -443,9 +447,14 @@ int sl_run_experiment(const sl_run_config *o)
     }
     size_t longest = 0;
     for (size_t i = 0; i < np; i++) {
-        if ((rc = sl_tok_encode(o->tok, pr->text[i], pr->len[i], &ids[i], &len[i]))) goto done;
+        if (pi) { /* taken over: freed with ids */
+            ids[i] = pi->ids[i], len[i] = pi->len[i];
+            pi->ids[i] = NULL;
+        } else if ((rc = sl_tok_encode(o->tok, pr->text[i], pr->len[i], &ids[i], &len[i]))) {
+            goto done;
+        }
         if (len[i] == 0) {
-            rc = sl_fail(SL_EINPUT, "%s: prompt %zu encodes to no tokens", o->prompts, i + 1);
+            rc = sl_fail(SL_EINPUT, "%s: prompt %zu encodes to no tokens", prompt_file, i + 1);
             goto done;
         }
         /* The target holds the prompt, the new tokens and one verification block beyond them. */
@@ -453,7 +462,7 @@ int sl_run_experiment(const sl_run_config *o)
             rc = sl_fail(SL_EINPUT,
                          "tokens: prompt %zu of %s has %zu tokens; with %zu tokens and gamma %zu (+1) that is longer "
                          "than the context of %zu",
-                         i + 1, o->prompts, len[i], N, G, limit);
+                         i + 1, prompt_file, len[i], N, G, limit);
             goto done;
         }
         if ((rc = sl_model_check_tokens(mt, ids[i], len[i]))) goto done;
@@ -590,6 +599,7 @@ done:
     free(pids);
     free(plen);
     sl_prompts_free(pr);
+    sl_prompt_ids_free(pi);
     sl_model_lm_free(lt);
     sl_model_ctx_free(ct);
     return rc;

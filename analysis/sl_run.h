@@ -66,9 +66,10 @@ typedef struct {
     const char *target_path; /* the target's file: named in the log and hashed into it */
     sl_lm_handle *draft;
     const char *draft_spec;  /* as given: named in the log (and its identity when it has no file) */
-    sl_tok *tok;             /* tokenizes the prompts */
+    sl_tok *tok;             /* tokenizes the prompts; may be NULL with prompt_ids */
 
     const char *prompts;     /* prompt file (data/prompts/NAME.txt) */
+    const char *prompt_ids;  /* or prompts as token ids (data/sl_prompts.h): exactly one of the two */
     size_t max_prompts;      /* the first K prompts only; 0 = all */
     size_t tokens;           /* N: tokens generated per prompt, both modes, >= 1 */
     int gamma;               /* drafts per iteration, 1..SL_SPEC_GAMMA_MAX; ignored when n_gammas >= 1 */

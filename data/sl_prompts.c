@@ -82,3 +82,75 @@ int sl_prompts_read(const char *path, sl_prompts **out)
     *out = p;
     return SL_OK;
 }
+
+static void sl_prompt_ids_free_fields(sl_prompt_ids *p)
+{
+    for (size_t i = 0; p->ids && i < p->n; i++) free(p->ids[i]);
+    free(p->ids);
+    free(p->len);
+}
+
+void sl_prompt_ids_free(sl_prompt_ids *p)
+{
+    if (!p) return;
+    sl_prompt_ids_free_fields(p);
+    free(p);
+}
+
+int sl_prompt_ids_read(const char *path, sl_prompt_ids **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f) return sl_fail(SL_EINPUT, "prompt_ids: cannot open %s: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0, pcap = 0;
+    sl_prompt_ids p = {0};
+    int rc = SL_OK;
+    while (rc == SL_OK && getline(&line, &cap, f) > 0) {
+        if (p.n == pcap) {
+            pcap = pcap ? 2 * pcap : 64;
+            int32_t **t = realloc(p.ids, pcap * sizeof *t);
+            if (t) p.ids = t;
+            size_t *l = realloc(p.len, pcap * sizeof *l);
+            if (l) p.len = l;
+            if (!t || !l) {
+                rc = sl_fail(SL_EFAIL, "out of memory reading %s", path);
+                break;
+            }
+        }
+        size_t i = p.n++;
+        p.len[i] = 0;
+        if (!(p.ids[i] = malloc((strlen(line) / 2 + 2) * sizeof **p.ids))) {
+            rc = sl_fail(SL_EFAIL, "out of memory reading %s", path);
+            break;
+        }
+        char *s = line, *end;
+        for (;;) {
+            while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
+            if (!*s) break;
+            errno = 0;
+            long v = strtol(s, &end, 10);
+            if (end == s || errno || v < 0 || v > INT32_MAX) {
+                rc = sl_fail(SL_EINPUT, "prompt_ids: %s line %zu: '%.20s' is not a token id", path, i + 1, s);
+                break;
+            }
+            p.ids[i][p.len[i]++] = (int32_t)v;
+            s = end;
+        }
+        if (!rc && p.len[i] == 0) rc = sl_fail(SL_EINPUT, "prompt_ids: %s line %zu is empty", path, i + 1);
+    }
+    free(line);
+    fclose(f);
+    if (!rc && p.n == 0) rc = sl_fail(SL_EINPUT, "prompt_ids: %s holds no prompts", path);
+    if (rc) {
+        sl_prompt_ids_free_fields(&p);
+        return rc;
+    }
+    if (!(*out = sl_malloc(sizeof **out))) {
+        sl_prompt_ids_free_fields(&p);
+        return SL_EFAIL;
+    }
+    **out = p;
+    return SL_OK;
+}
+

@@ -9,6 +9,7 @@
 #define SL_PROMPTS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
     size_t n;      /* number of prompts */
@@ -18,5 +19,18 @@ typedef struct {
 
 int sl_prompts_read(const char *path, sl_prompts **out);
 void sl_prompts_free(sl_prompts *p);
+
+/* Prompts given as token ids (for models without a tokenizer, or to bypass it): one prompt per line
+ * of whitespace-separated ids, each in [0, INT32_MAX]; an empty line, a non-number or an empty file
+ * is SL_EINPUT naming the file and line (as "prompt_ids: FILE line L: ..."). The ids are checked
+ * against a vocabulary by the caller. */
+typedef struct {
+    size_t n;      /* number of prompts */
+    int32_t **ids; /* (n) */
+    size_t *len;   /* (n) ids in each */
+} sl_prompt_ids;
+
+int sl_prompt_ids_read(const char *path, sl_prompt_ids **out);
+void sl_prompt_ids_free(sl_prompt_ids *p);
 
 #endif

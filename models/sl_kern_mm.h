@@ -292,6 +292,8 @@ void SL_KERN_NAME(sl_kern_mm_run)(const sl_kern_mm *mm, size_t count, const floa
     case SL_DT_F32: matmul_f32(mm, count, x, n, in); break;
     case SL_DT_F16: matmul_f16(mm, count, x, n, in); break;
     case SL_DT_BF16: matmul_bf16(mm, count, x, n, in); break;
-    case SL_DT_I32: break; /* never a weight: sl_model_open refuses it */
+    case SL_DT_I32:
+    case SL_DT_U8:
+    case SL_DT_BOOL: break; /* never a weight: sl_model_open refuses it */
     }
 }

@@ -26,6 +26,8 @@ const char *sl_dtype_name(sl_dtype dt)
     case SL_DT_F16: return "F16";
     case SL_DT_BF16: return "BF16";
     case SL_DT_I32: return "I32";
+    case SL_DT_U8: return "U8";
+    case SL_DT_BOOL: return "BOOL";
     }
     return "?";
 }
@@ -41,7 +43,7 @@ int sl_dtype_parse(const char *s, sl_dtype *out)
 
 size_t sl_dtype_size(sl_dtype dt)
 {
-    return dt == SL_DT_F32 || dt == SL_DT_I32 ? 4 : 2;
+    return dt == SL_DT_F32 || dt == SL_DT_I32 ? 4 : dt == SL_DT_U8 || dt == SL_DT_BOOL ? 1 : 2;
 }
 
 static char *dupstr(const char *s)
@@ -92,7 +94,9 @@ static int parse_tensor(const char *path, const char *name, json_object *v, cons
     else if (!strcmp(ds, "F16")) t->dtype = SL_DT_F16;
     else if (!strcmp(ds, "BF16")) t->dtype = SL_DT_BF16;
     else if (!strcmp(ds, "I32")) t->dtype = SL_DT_I32;
-    else return sl_fail(SL_EINPUT, "%s: tensor '%s': unknown dtype '%s' (expected F32, F16, BF16 or I32)", path, name, ds);
+    else if (!strcmp(ds, "U8")) t->dtype = SL_DT_U8;
+    else if (!strcmp(ds, "BOOL")) t->dtype = SL_DT_BOOL;
+    else return sl_fail(SL_EINPUT, "%s: tensor '%s': unknown dtype '%s' (expected F32, F16, BF16, I32, U8 or BOOL)", path, name, ds);
     if (!json_object_is_type(js, json_type_array) || json_object_array_length(js) > SL_ST_MAX_DIMS)
         return sl_fail(SL_EINPUT, "%s: tensor '%s': shape must be an array of at most %d sizes", path, name,
                        SL_ST_MAX_DIMS);

@@ -20,7 +20,9 @@
 
 /* I32 holds integer tables (the counts and indices of n-gram models, FORMAT.md); the transformer
  * reader refuses it for weights. */
-typedef enum { SL_DT_F32 = 0, SL_DT_F16 = 1, SL_DT_BF16 = 2, SL_DT_I32 = 3 } sl_dtype;
+/* U8 and BOOL (1 byte each) are read only so that importers can skip the attention-mask buffers
+ * that old Hugging Face exports store in them; no reader accepts them as weights. */
+typedef enum { SL_DT_F32 = 0, SL_DT_F16 = 1, SL_DT_BF16 = 2, SL_DT_I32 = 3, SL_DT_U8 = 4, SL_DT_BOOL = 5 } sl_dtype;
 
 #define SL_ST_MAX_DIMS 4
 

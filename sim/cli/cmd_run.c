@@ -93,14 +93,16 @@ static void declare(sl_cli *c, run_opts *o)
     sl_run_config *r = &o->run;
     sl_run_config_init(r);
     o->report = SL_RUN_REPORT_CONFIG_DEFAULT;
-    sl_cli_init(c, "run", "--target T --draft D --prompts FILE --tokens N --gamma LIST --out RUN.h5 [options]", about);
+    sl_cli_init(c, "run", "--target T --draft D (--prompts FILE | --prompt-ids FILE) --tokens N --gamma LIST --out RUN.h5 [options]",
+                about);
     sl_cli_string(c, "target", "T", &o->target, "target model file");
     c->opt[c->n - 1].flags |= SL_OPT_REQUIRED;
     sl_cli_string(c, "draft", "D", &o->draft, "draft: any model spec (file, n-gram, lookup:N)");
     c->opt[c->n - 1].flags |= SL_OPT_REQUIRED;
     sl_cli_string(c, "prompts", "FILE", &r->prompts,
                   "text prompts (data/prompts/*.txt), tokenized with the target's tokenizer");
-    c->opt[c->n - 1].flags |= SL_OPT_REQUIRED;
+    sl_cli_string(c, "prompt-ids", "FILE", &r->prompt_ids,
+                  "or prompts as token ids: one prompt per line of whitespace-separated ids (no tokenizer needed)");
     sl_cli_string(c, "tokenizer", "F", &o->tokenizer, "tokenizer file instead of the target's embedded one");
     sl_cli_size(c, "tokens", "N", &r->tokens, 1, (size_t)1 << 24, "tokens generated per prompt, both modes");
     c->opt[c->n - 1].flags |= SL_OPT_REQUIRED;
@@ -182,7 +184,7 @@ int sl_cmd_run(int argc, char **argv)
     if ((rc = sl_lm_open(o.draft, &od, &hd))) goto done;
     if (o.tokenizer) rc = sl_tok_load_file(o.tokenizer, &tok);
     else if (mt->tokenizer_json) rc = sl_tok_from_json(mt->tokenizer_json, &tok);
-    else rc = sl_fail(SL_EINPUT, "--target %s carries no tokenizer; give --tokenizer FILE", o.target);
+    else if (r->prompts) rc = sl_fail(SL_EINPUT, "--target %s carries no tokenizer; give --tokenizer FILE or --prompt-ids", o.target);
     if (rc) goto done;
 
     r->target = mt;

@@ -139,5 +139,12 @@ done
 bad2 "defect 6: theory --gamma 1:1000000" "narrow the gamma range" theory --alpha 0.5 --gamma 1:1000000
 "$S" theory --alpha 0.5 --gamma 1:2000 --format csv | tail -n +2 | wc -l | grep -qx 2000 && ok "defect 6: 1:2000 still runs" || bad "defect 6: 1:2000"
 
+# ---- fuzzing finding 6 (tests/fuzz/README.md): libhdf5 dies with SIGSEGV in H5Dread on this damaged
+# sample file; the read runs in a forked child, so speclab itself says so and exits 2 ----
+tail -c +3 tests/fuzz/corpus/samples/regress-segv-H5Dread-contiguous-no-storage > "$T/segv.h5"
+P16=$($PY -c "print(','.join(['0.0625'] * 16))")
+bad2 "fuzz finding 6: verify --samples, libhdf5 SIGSEGV contained" "libhdf5 crashed" \
+  verify --samples "$T/segv.h5" --samples-format hdf5 --p "$P16" --q "$P16" --gamma 2
+
 [ $fail -eq 0 ] && echo "hardening.sh: all checks passed"
 exit $fail

@@ -58,6 +58,19 @@ for a, b in zip(rows[0::2], rows[1::2]):
 print("temperature 0, speculative == greedy: ok")
 PY
 
+# 2b. The same prompts given as token ids (--prompt-ids, the prompts tokenized by `tokenize encode
+# --jsonl`): the same continuations, token for token.
+/usr/bin/python3 - "$D/p.txt" > "$D/p.jsonl" <<'PY'
+import json, re, sys
+esc = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}  # data/README.md's escapes
+for line in open(sys.argv[1], encoding="utf-8"):
+    print(json.dumps(re.sub(r"\\(.)", lambda m: esc[m.group(1)], line.rstrip("\n"))))
+PY
+"$S" tokenize encode --tokenizer "$D/t.st" --jsonl --in "$D/p.jsonl" > "$D/p.ids" || { echo "FAIL: tokenize encode --jsonl"; fail=1; }
+"$S" run --prompt-ids "$D/p.ids" --cost-reps 3 --boot 200 --target "$D/t.st" --draft "$D/d.st" --tokens 40 --gamma 3 \
+  --temperature 0 --out "$D/t0ids.h5" --tokens-out "$D/t0ids.tok" >/dev/null || { echo "FAIL: run --prompt-ids"; fail=1; }
+cmp -s "$D/t0.tok" "$D/t0ids.tok" && echo "run --prompt-ids == run --prompts: ok" || { echo "FAIL: --prompt-ids tokens differ"; fail=1; }
+
 # 3. Same seed -> same tokens and the same logged decisions, 1 or 2 threads.
 for th in 1 2; do
   OMP_NUM_THREADS=$th "${RUN[@]}" --target "$D/t.st" --draft "$D/d.st" --tokens 30 --gamma 3 --temperature 0.9 --seed 7 \
