@@ -245,7 +245,7 @@ int sl_generate_run(const sl_generate_config *c, sl_generate_result **out)
                          ht->vocab_size, c->target);
             goto done;
         }
-    int32_t eos = c->eos_set ? c->eos : tok ? sl_tok_special_id(tok, "<|endoftext|>") : -1;
+    int32_t eos = c->eos_set ? c->eos : tok ? sl_tok_eos(tok) : -1;
     /* The target sees prompt + all new tokens (+ one verification block of gamma + 1). */
     const size_t need = n_prompt + c->tokens + (ar ? 0 : c->gamma + 1);
     const size_t limit = (ar || ht->context < hd->context) ? ht->context : hd->context;

@@ -868,7 +868,10 @@ int sl_import_hf_gpt2(const char *path, sl_st_file **out)
         goto done;
     }
     if (!is_file(cfg_path)) {
-        rc = sl_fail(SL_EINPUT, "%s: not a Hugging Face GPT-2 folder: no config.json beside the weights", dir);
+        if (!S_ISDIR(sb.st_mode)) /* a safetensors file given alone: it may be a damaged speclab model */
+            rc = sl_fail(SL_EINPUT, "%s: not a speclab model (no format=speclab-model metadata), and no config.json "
+                         "beside it for a Hugging Face GPT-2 model", path);
+        else rc = sl_fail(SL_EINPUT, "%s: not a Hugging Face GPT-2 folder: no config.json beside the weights", dir);
         goto done;
     }
     hf_config c;

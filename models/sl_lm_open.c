@@ -100,22 +100,6 @@ static void quote_bytes(char *buf, size_t cap, const char *b, size_t n)
     buf[k] = 0;
 }
 
-/* TODO(tok merge): sl_tok_same_vocab. */
-static int first_difference(const sl_tok *a, const sl_tok *b, int32_t *diff)
-{
-    size_t na = sl_tok_vocab_size(a), nb = sl_tok_vocab_size(b), n = na < nb ? na : nb;
-    for (size_t i = 0; i < n; i++) {
-        size_t la, lb;
-        const char *x = sl_tok_token_bytes(a, (int32_t)i, &la), *y = sl_tok_token_bytes(b, (int32_t)i, &lb);
-        if (la != lb || memcmp(x, y, la)) {
-            *diff = (int32_t)i;
-            return 0;
-        }
-    }
-    *diff = (int32_t)n;
-    return na == nb;
-}
-
 /* Draft and target must agree on what every id means: same bytes for each id of their tokenizers. */
 static int same_vocab(const sl_lm_open_opts *opts, const char *role, const char *spec, const char *tokenizer_json)
 {
@@ -124,7 +108,7 @@ static int same_vocab(const sl_lm_open_opts *opts, const char *role, const char 
     int rc = sl_tok_from_json(opts->vocab_tokenizer, &t);
     if (!rc) rc = sl_tok_from_json(tokenizer_json, &d);
     int32_t id = -1;
-    if (!rc && !first_difference(d, t, &id)) {
+    if (!rc && !sl_tok_same_vocab(d, t, &id)) {
         size_t ld = 0, lt = 0;
         const char *bd = sl_tok_token_bytes(d, id, &ld), *bt = sl_tok_token_bytes(t, id, &lt);
         char qd[64], qt[64];

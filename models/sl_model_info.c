@@ -84,8 +84,7 @@ static void group_dtypes(const sl_model *m, sl_model_info *info)
         info->group_dtype[g] = !seen[g] ? "-" : mixed[g] ? "mixed" : sl_dtype_name(dt[g]);
 }
 
-/* Tokenizer kind and special ids, read from the tokenizer (validated by loading it).
- * TODO(tok merge): sl_tok_kind / sl_tok_bos / sl_tok_eos. */
+/* Tokenizer kind and special ids, read from the tokenizer (validated by loading it). */
 static int tokenizer_facts(const char *json, const char *path, sl_model_info *info)
 {
     sl_tok *t;
@@ -94,10 +93,10 @@ static int tokenizer_facts(const char *json, const char *path, sl_model_info *in
         snprintf(why, sizeof why, "%s", sl_errmsg());
         return sl_fail(SL_EINPUT, "%s: its tokenizer: %s", path, why);
     }
-    info->tokenizer_kind = "byte-bpe";
+    info->tokenizer_kind = sl_tok_kind(t); /* a string literal: outlives t */
     info->tokenizer_vocab = sl_tok_vocab_size(t);
-    info->bos_id = -1;
-    info->eos_id = sl_tok_special_id(t, "<|endoftext|>");
+    info->bos_id = sl_tok_bos(t);
+    info->eos_id = sl_tok_eos(t);
     sl_tok_free(t);
     return SL_OK;
 }

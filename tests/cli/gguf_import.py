@@ -192,9 +192,9 @@ def main():
                     d = max_prob_diff(pr, ref_probs)
                     worst[dt] = max(worst.get(dt, 0.0), d)
                     check(d < bound[dt], "(b) %s %s: max |dp| %.4f >= %.2f" % (name, dt, d, bound[dt]))
-        if name != "llama_sp":  # `model info` loads the tokenizer: sp-bpe arrives with the tokenizer helper's part
-            info = run("model", "info", P("%s.py.q4_0.v3.gguf" % name)).stdout
-            check("format: gguf" in info, "(b) %s: model info does not say gguf" % name)
+        info = run("model", "info", P("%s.py.q4_0.v3.gguf" % name)).stdout
+        check("format: gguf" in info, "(b) %s: model info does not say gguf" % name)
+        check('"Q4_0"' in info, "(b) %s: model info does not report the source's Q4_0 tensors" % name)
     # Tokenizers written by the independent writer, read by speclab.
     for name, src in (("llama_sp", models["llama_sp"]), ("target", "models/family/target.safetensors")):
         f = P("%s.tok.gguf" % name)

@@ -61,7 +61,7 @@ EOF
 "$S" tokenize encode --tokenizer "$T/m.safetensors" <"$T/in.bin" | cmp -s - "$T/ids.txt"
 check "tokenizer from safetensors metadata encodes the same" 0 $?
 python3 -c "import json,struct,sys; h=json.dumps({'__metadata__':{'format':'speclab-model'}}).encode(); open(sys.argv[1],'wb').write(struct.pack('<Q',len(h))+h)" "$T/notok.safetensors"
-expect2 "encode: model without a tokenizer" "no \"tokenizer\" entry" "$S" tokenize encode --tokenizer "$T/notok.safetensors" --in "$T/in.bin"
+expect2 "encode: model without a tokenizer" "carries no tokenizer" "$S" tokenize encode --tokenizer "$T/notok.safetensors" --in "$T/in.bin"
 
 # Bad input.
 : >"$T/empty.txt"
@@ -77,7 +77,7 @@ printf '{"type":"byte-bpe","vocab":[' >"$T/bad.json"
 expect2 "encode: malformed tokenizer JSON" "malformed JSON" "$S" tokenize encode --tokenizer "$T/bad.json" --in "$T/in.bin"
 expect2 "encode: missing tokenizer" "cannot read" "$S" tokenize encode --tokenizer "$T/none.json" --in "$T/in.bin"
 printf 'garbage!' >"$T/bad.safetensors"
-expect2 "encode: not a tokenizer" "neither tokenizer JSON nor a safetensors model" "$S" tokenize encode --tokenizer "$T/bad.safetensors" --in "$T/in.bin"
+expect2 "encode: not a tokenizer" "neither tokenizer JSON nor a model file" "$S" tokenize encode --tokenizer "$T/bad.safetensors" --in "$T/in.bin"
 expect2 "encode: no --tokenizer" "--tokenizer" "$S" tokenize encode --in "$T/in.bin"
 echo "1 2 300" >"$T/oob.txt"
 expect2 "decode: id out of range" "outside [0, 300)" "$S" tokenize decode --tokenizer "$T/tok.json" --in "$T/oob.txt"

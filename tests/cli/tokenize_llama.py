@@ -49,7 +49,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.chdir(ROOT)
 SPECLAB = os.environ.get("SPECLAB", "build/speclab")
-NPM_DIR = os.path.join("build", "npm")
+NPM_DIR = os.path.join("build", "npm", "llama-tokenizer")  # its own prefix: an npm install --no-save
+# into a shared prefix removes the packages that command did not name (gpt-3-encoder, ...)
 PKG = "llama-tokenizer-js@1.2.2"
 PEER_JS = os.path.abspath(os.path.join(NPM_DIR, "node_modules", "llama-tokenizer-js", "llama-tokenizer.js"))
 SPACE = "\u2581"

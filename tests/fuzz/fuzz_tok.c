@@ -1,5 +1,6 @@
 /* fuzz_tok.c: tokenizer JSON (models/sl_tok.h sl_tok_from_json). A tokenizer that loads must encode
- * and decode: decode(encode(s)) == s for any bytes s (sl_tok.h), and from_json(to_json(t)) loads. */
+ * and decode; a byte-level BPE one must give decode(encode(s)) == s for any bytes s (sl_tok.h; the
+ * sp-bpe kind promises less and has its own harness, fuzz_tok_sp.c); from_json(to_json(t)) loads. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             char *back = NULL;
             size_t n_back = 0;
             if (sl_tok_decode(t, ids, n_ids, &back, &n_back) != SL_OK) abort();
-            if (n_back != sizeof text - 1 || memcmp(back, text, n_back)) abort();
+            if (!strcmp(sl_tok_kind(t), "byte-bpe") && (n_back != sizeof text - 1 || memcmp(back, text, n_back))) abort();
             free(back);
         }
         free(ids);
