@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "sl_common.h"
+#include "sl_import.h"
 #include "sl_lm_open.h"
 #include "sl_prompts.h"
 #include "sl_tok.h"
@@ -145,8 +146,8 @@ static int measure_models(const sl_measure_config *c, sl_log_meta *meta)
     if (!rc) rc = sl_lm_start(ht, longest + meta->tokens_per_sequence);
     if (!rc) rc = sl_lm_start(hd, longest + meta->tokens_per_sequence);
     /* A spec without a file (lookup:N) has no content hash: "" as the schema allows. */
-    if (!rc && ht->file) rc = sl_sha256_file(ht->file, meta->target_sha256);
-    if (!rc && hd->file) rc = sl_sha256_file(hd->file, meta->draft_sha256);
+    if (!rc && ht->file) rc = sl_model_sha256(ht->file, meta->target_sha256);
+    if (!rc && hd->file) rc = sl_model_sha256(hd->file, meta->draft_sha256);
     if (!rc) {
         snprintf(meta->target_name, sizeof meta->target_name, "%s", target);
         snprintf(meta->draft_name, sizeof meta->draft_name, "%s", draft);

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "sl_common.h"
+#include "sl_import.h"
 #include "sl_log.h"
 #include "sl_prompts.h"
 #include "sl_stats.h"
@@ -379,10 +380,10 @@ static int run_meta(const sl_run_config *o, size_t V, sl_log_meta *meta)
     snprintf(meta->target_name, sizeof meta->target_name, "%s", o->target_path);
     snprintf(meta->draft_name, sizeof meta->draft_name, "%s", o->draft_spec);
     snprintf(meta->source, sizeof meta->source, "models; prompts %s", o->prompts ? o->prompts : o->prompt_ids);
-    int rc = sl_sha256_file(o->target_path, meta->target_sha256);
+    int rc = sl_model_sha256(o->target_path, meta->target_sha256);
     if (rc) return rc;
     /* A draft given as a spec without a file (lookup:N) is identified by the spec itself. */
-    if (o->draft->file) rc = sl_sha256_file(o->draft->file, meta->draft_sha256);
+    if (o->draft->file) rc = sl_model_sha256(o->draft->file, meta->draft_sha256);
     else snprintf(meta->draft_sha256, sizeof meta->draft_sha256, "spec:%s", o->draft_spec);
     if (rc) return rc;
     meta->vocab_size = V;

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -137,5 +138,18 @@ int sl_model_convert(const char *in, const char *out, sl_model_format fmt, const
     case SL_FMT_HF_GPT2: rc = sl_fail(SL_EINPUT, "writing hf-gpt2 is not supported (write speclab, gguf or llama2c)"); break;
     }
     sl_st_close(f);
+    return rc;
+}
+
+int sl_model_sha256(const char *path, char *hex)
+{
+    struct stat sb;
+    if (stat(path, &sb) || !S_ISDIR(sb.st_mode)) return sl_sha256_file(path, hex);
+    size_t n = strlen(path) + sizeof "/model.safetensors";
+    char *p = sl_malloc(n);
+    if (!p) return SL_EFAIL;
+    snprintf(p, n, "%s/model.safetensors", path);
+    int rc = sl_sha256_file(p, hex);
+    free(p);
     return rc;
 }

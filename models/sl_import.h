@@ -55,6 +55,10 @@ int sl_model_detect(const char *path, sl_model_format *out);
  * sl_st_open itself (n-gram and lookup drafts included). fmt_out may be NULL. */
 int sl_model_file_open(const char *path, sl_st_file **out, sl_model_format *fmt_out);
 
+/* sha256 of the file holding a model's weights (64 hex digits; hex has room for 65): the file
+ * itself, or a Hugging Face folder's model.safetensors. What logs record to name the weights. */
+int sl_model_sha256(const char *path, char *hex);
+
 /* ---- one implementation per format (models/sl_import_*.c) ---- */
 
 /* Each opens path (already detected as its format) into a native-layout file. */

@@ -137,20 +137,6 @@ static int info_transformer(const char *path, sl_model_info *info)
     return rc;
 }
 
-/* The file whose bytes are the weights: path itself, or an HF folder's model.safetensors. */
-static int weights_hash(const char *path, sl_model_format fmt, char *hex)
-{
-    struct stat sb;
-    if (fmt != SL_FMT_HF_GPT2 || stat(path, &sb) || !S_ISDIR(sb.st_mode)) return sl_sha256_file(path, hex);
-    size_t n = strlen(path) + sizeof "/model.safetensors";
-    char *p = sl_malloc(n);
-    if (!p) return SL_EFAIL;
-    snprintf(p, n, "%s/model.safetensors", path);
-    int rc = sl_sha256_file(p, hex);
-    free(p);
-    return rc;
-}
-
 int sl_model_info_read(const char *path, sl_model_info *info)
 {
     memset(info, 0, sizeof *info);
@@ -170,7 +156,7 @@ int sl_model_info_read(const char *path, sl_model_info *info)
     }
     info->path = dup_or_fail(path, &rc);
     if (!rc) rc = ng ? info_ngram(path, info) : info_transformer(path, info);
-    if (!rc) rc = weights_hash(path, fmt, info->sha256);
+    if (!rc) rc = sl_model_sha256(path, info->sha256);
     if (rc) sl_model_info_free(info);
     return rc;
 }
