@@ -66,6 +66,7 @@ Skips (exit 0 with a SKIP line) only when node/npm is missing, npm cannot instal
 llama.cpp's prebuilt library cannot load on this machine.
 """
 import importlib.util
+import csv
 import json
 import os
 import platform
@@ -240,6 +241,9 @@ def load_cases():
     return mod.cases()
 
 
+ROWS = []  # one per compared file: the measured differences (written by --doc)
+
+
 def compare(name, arch, dtype, ours, theirs, failures):
     """ours: speclab (n, V) in double; theirs: the peer's JSON."""
     bound = BOUND[(arch, dtype)]
@@ -258,6 +262,8 @@ def compare(name, arch, dtype, ours, theirs, failures):
     print(f"  max |p_llama.cpp - p_speclab| = {worst:.2e} (bound {bound:.0e}), "
           f"max total variation {tv:.2e}, argmax equal at {int((~differ).sum())}/{len(am_ours)} positions"
           + (f" ({int(excused.sum())} near-ties excused)" if excused.any() else ""))
+    ROWS.append({"file": name, "bound": f"{bound:.0e}", "max_abs_diff": f"{worst:.2e}", "max_tv": f"{tv:.2e}",
+                 "argmax_equal": f"{int((~differ).sum())}/{len(am_ours)}", "near_ties_excused": str(int(excused.sum()))})
     if worst > bound:
         failures.append(f"{name}: max |p - q| = {worst:.3e} > {bound:.0e}")
     if (differ & ~excused).any():
@@ -451,6 +457,15 @@ def main():
           f"llama.cpp {t_peer - t_files:.1f} s)")
     for f in failures:
         print("FAIL:", f)
+    if "--doc" in sys.argv and not failures and ROWS:
+        # The measured table of tests/peer/README.md comes from this file, not from a hand.
+        out = os.path.join(ROOT, "tests", "peer", "llamacpp_compare.csv")
+        with open(out, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(ROWS[0]))
+            w.writeheader()
+            w.writerows(ROWS)
+        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "analysis", "doc_table.py"),
+                        os.path.join(ROOT, "tests", "peer", "README.md"), out, "llamacpp_compare.csv"], check=True)
     return 1 if failures else 0
 
 
