@@ -1,5 +1,5 @@
 /*
- * cmd_tokenize.c: `speclab tokenize train|encode|decode` (byte-level BPE). Parses, calls one
+ * cmd_tokenize.c: `speclab tokenize train|encode|decode` (byte-level BPE; encode and decode also with the SentencePiece-style tokenizers of imported llama models). Parses, calls one
  * function of models/sl_tok.h ("whole files"), prints.
  */
 #include <errno.h>
@@ -74,7 +74,7 @@ static int parse_io(int argc, char **argv, const char *name, const char *synopsi
 {
     static sl_cli c; /* static: main maps a failed quantity to its flag through it after we return */
     sl_cli_init(&c, name, synopsis, about);
-    sl_cli_string(&c, "tokenizer", "FILE", tok, "tokenizer JSON, or a model file that carries one");
+    sl_cli_string(&c, "tokenizer", "FILE", tok, "tokenizer JSON (byte-bpe or sp-bpe), or a model file of any format that carries one");
     sl_cli_string(&c, "gpt2", "DIR", gpt2, "instead of --tokenizer: GPT-2's own DIR/encoder.json and DIR/vocab.bpe");
     sl_cli_string(&c, "in", "FILE", in, "input (default: stdin)");
     sl_cli_string(&c, "out", "FILE", out, "output (default: stdout; an existing FILE is replaced only with --force)");
