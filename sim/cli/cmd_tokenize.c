@@ -1,6 +1,7 @@
 /*
- * cmd_tokenize.c: `speclab tokenize train|encode|decode` (byte-level BPE; encode and decode also with the SentencePiece-style tokenizers of imported llama models). Parses, calls one
- * function of models/sl_tok.h ("whole files"), prints.
+ * cmd_tokenize.c: `speclab tokenize train|encode|decode` (byte-level BPE; encode and decode also
+ * with the SentencePiece-style tokenizers of imported llama models). Parses, calls one function of
+ * models/sl_tok.h ("whole files"), prints.
  */
 #include <errno.h>
 #include <stdio.h>
