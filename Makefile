@@ -101,9 +101,9 @@ san: deps
 	@$(SAN_MAKE) $(BIN_SAN) $(TEST_BIN_SAN)
 
 test: deps
-	@$(MAKE) --no-print-directory $(TEST_J) $(BIN) $(TEST_BIN)
+	@$(MAKE) --no-print-directory $(TEST_J) $(BIN) $(TEST_BIN) $(if $(HAVE_MPI),$(BIN_MPI))
 	@$(SAN_MAKE) $(BIN_SAN) $(TEST_BIN_SAN)
-	@SPECLAB=$(BIN) TEST_BIN=$(TEST_BIN) SPECLAB_SAN=$(BIN_SAN) TEST_BIN_SAN=$(TEST_BIN_SAN) bash tests/run_all.sh
+	@SPECLAB=$(BIN) SPECLAB_MPI=$(BIN_MPI) TEST_BIN=$(TEST_BIN) SPECLAB_SAN=$(BIN_SAN) TEST_BIN_SAN=$(TEST_BIN_SAN) bash tests/run_all.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BIN) $(BENCH_BIN)
@@ -131,6 +131,35 @@ $(BUILD)/libsl_train_cuda.so: models/train/sl_train_gpu.c models/train/sl_train_
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN)
 
+# The MPI build (analysis/MPI.md): build/speclab-mpi, the same objects as build/speclab but for
+# analysis/sl_mpi.c, the one file that includes <mpi.h>, compiled by mpicc with -DSL_MPI, and linked
+# by mpicc. Its packages are installed by `make deps-mpi` (`make mpi` does), not by `make deps`:
+# Open MPI brings ~40 packages; `make test` runs tests/cli/mpi.sh against build/speclab-mpi where
+# mpicc and mpirun are installed already, and that script skips where they are not.
+DEB_PKGS_MPI = openmpi-bin libopenmpi-dev
+MPICC ?= mpicc
+BIN_MPI = $(BUILD)/speclab-mpi
+LIB_MPI = $(BUILD)/mpi/libspeclab-mpi.a
+MPI_OBJ = $(BUILD)/mpi/analysis/sl_mpi.o
+HAVE_MPI = $(shell command -v $(MPICC) >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 && echo 1)
+.PHONY: mpi deps-mpi
+mpi: deps deps-mpi
+	@$(MAKE) --no-print-directory $(BIN_MPI)
+deps-mpi:
+	@missing=$$(for p in $(DEB_PKGS_MPI); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps-mpi: installing" $$missing; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	fi
+$(MPI_OBJ): analysis/sl_mpi.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -DSL_MPI -MMD -MP -c $< -o $@
+$(LIB_MPI): $(filter-out $(BUILD)/analysis/sl_mpi.o,$(LIB_OBJ)) $(MPI_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BIN_MPI): $(CLI_OBJ) $(LIB_MPI)
+	$(MPICC) $(LDFLAGS) -o $@ $(CLI_OBJ) -Wl,--whole-archive $(LIB_MPI) -Wl,--no-whole-archive $(LDLIBS)
+
 # Fuzzing (tests/fuzz/README.md). fuzz: builds the libFuzzer harnesses with clang and runs each for
 # FUZZ_SECONDS (default 60), one at a time; fuzz-replay: replays the kept corpora tests/fuzz/corpus/
 # under AddressSanitizer + UBSan with $(CC), no clang needed (what `make test` runs).
@@ -141,4 +170,4 @@ fuzz:
 fuzz-replay:
 	@bash tests/fuzz/replay.sh
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(MPI_OBJ:.o=.d)

@@ -553,6 +553,27 @@ __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl
     }
 }
 
+/* The MPI build's split of the blocks across ranks (analysis/sl_mpi.h, which the core cannot
+ * include): these weak one-rank versions are replaced by analysis/sl_mpi.c's when it is linked. */
+__attribute__((weak)) void sl_mpi_share(size_t n, size_t *lo, size_t *hi)
+{
+    *lo = 0;
+    *hi = n;
+}
+__attribute__((weak)) int sl_mpi_status(int rc) { return rc; }
+__attribute__((weak)) void sl_mpi_sum_u64(uint64_t *v, size_t n)
+{
+    (void)v;
+    (void)n;
+}
+__attribute__((weak)) void sl_mpi_allgather_share(void *buf, size_t n_items, size_t item_bytes, size_t total_bytes)
+{
+    (void)buf;
+    (void)n_items;
+    (void)item_bytes;
+    (void)total_bytes;
+}
+
 /* Counts a finished block; thread 0 alone calls the callback, so it never runs twice at once. */
 static void mc_progress(sl_progress_fn progress, void *ctx, size_t *blocks_done, size_t N)
 {
@@ -587,6 +608,8 @@ int sl_mc_run_progress(const sl_mc_plan *pl, const sl_mc_opts *o, sl_progress_fn
     res->iterations = N;
     double t0 = sl_now_s();
     size_t blocks_done = 0;
+    size_t b_lo, b_hi; /* this rank's blocks (MPI build); all of them serially */
+    sl_mpi_share(n_blocks, &b_lo, &b_hi);
 
 #pragma omp parallel num_threads(nt)
     {
@@ -602,7 +625,7 @@ int sl_mc_run_progress(const sl_mc_plan *pl, const sl_mc_opts *o, sl_progress_fn
         /* Blocks, not iterations, are the unit of randomness: block b draws from the streams
          * seeded with (seed, stream, b), so which thread runs it changes nothing. */
 #pragma omp for schedule(static)
-        for (size_t b = 0; b < n_blocks; b++) {
+        for (size_t b = b_lo; b < b_hi; b++) {
             if (!ok) continue;
             size_t tb = b * SL_MC_BLOCK, te = tb + SL_MC_BLOCK < N ? tb + SL_MC_BLOCK : N;
             if (fused) {
@@ -659,6 +682,16 @@ int sl_mc_run_progress(const sl_mc_plan *pl, const sl_mc_opts *o, sl_progress_fn
         sl_spec_work_free(w);
         if (rr.draft) sl_rand_rng_free(&rr);
     }
+    /* MPI build: every rank's counts and tokens on every rank (integers; tokens by iteration). */
+    if (status) status = sl_fail(status, "%s", errbuf[0] ? errbuf : "Monte Carlo iteration failed");
+    status = sl_mpi_status(status);
+    if (!status) {
+        sl_mpi_sum_u64(res->hist, gamma + 2);
+        if (o->tokens)
+            sl_mpi_allgather_share(o->tokens, n_blocks, SL_MC_BLOCK * (gamma + 1) * sizeof *o->tokens,
+                                   N * (gamma + 1) * sizeof *o->tokens);
+        if (o->n_emitted) sl_mpi_allgather_share(o->n_emitted, n_blocks, SL_MC_BLOCK, N);
+    }
     res->elapsed_s = sl_now_s() - t0;
     if (progress && !status) progress(progress_ctx, N, N);
     /* Everything else follows from the histogram of N = n_accepted + 1: position i (0-based) was
@@ -673,8 +706,7 @@ int sl_mc_run_progress(const sl_mc_plan *pl, const sl_mc_opts *o, sl_progress_fn
     }
     res->draft_calls = (uint64_t)N * gamma;
     res->target_calls = N;
-    if (status) return sl_fail(status, "%s", errbuf[0] ? errbuf : "Monte Carlo iteration failed");
-    return SL_OK;
+    return status;
 }
 
 int64_t sl_mc_plan_fused_draw(const sl_mc_plan *pl, int which, size_t row, uint64_t k)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "sl_cli.h"
+#include "sl_mpi.h"
 
 typedef int (*sl_cmd_fn)(int argc, char **argv);
 
@@ -85,6 +86,7 @@ static void openblas_single_pool(char **argv)
 int main(int argc, char **argv)
 {
     openblas_single_pool(argv);
+    if (sl_mpi_init(&argc, &argv)) return 0; /* MPI build: a rank with nothing to do (sl_mpi.h) */
     if (argc < 2) {
         usage(stderr);
         return 2;
