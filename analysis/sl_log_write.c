@@ -20,6 +20,7 @@
 #include "sl_common.h"
 #include "sl_half.h"
 #include "sl_log_internal.h"
+#include "sl_mpi.h"
 
 #define ROW_CHUNK 4096 /* rows per chunk of the per-row columns */
 
@@ -349,6 +350,8 @@ struct sl_log_writer {
     char *path, *dir;
     char fp[2048];
     int lock_fd;
+    int mpi_pending; /* MPI build: opened on every rank, the ranks' final status not agreed yet */
+    int mpi_rc;      /* ... and the status of this rank's failed shard check, else SL_EFAIL */
     /* open shard */
     hid_t file;
     size_t shard;
@@ -401,7 +404,9 @@ int sl_log_writer_open(sl_log_writer **out, const char *path, const sl_log_meta 
     if (!w->path || !w->dir || !w->tmpf) rc = sl_fail(SL_EFAIL, "out of memory");
     if (!rc && mkdir(w->dir, 0777) != 0 && errno != EEXIST)
         rc = sl_fail(SL_EINPUT, "cannot write output %s: cannot create %s: %s", path, w->dir, strerror(errno));
-    if (!rc) {
+    /* MPI build (sl_mpi.h): rank 0 holds the lock and removes the temporaries for the whole job. */
+    const int lead = sl_mpi_rank() == 0;
+    if (!rc && lead) {
         char *lk = str_printf("%s/lock", w->dir, 0);
         w->lock_fd = lk ? open(lk, O_RDWR | O_CREAT, 0666) : -1;
         if (w->lock_fd < 0) rc = sl_fail(SL_EINPUT, "cannot write output %s: %s", path, strerror(errno));
@@ -419,7 +424,7 @@ int sl_log_writer_open(sl_log_writer **out, const char *path, const sl_log_meta 
         }
         free(probe);
     }
-    if (!rc) { /* temporary files of a killed run: never complete, safe to remove (we hold the lock) */
+    if (!rc && lead) { /* temporary files of a killed run: never complete, safe to remove (we hold the lock) */
         DIR *d = opendir(w->dir);
         struct dirent *e;
         while (d && (e = readdir(d))) {
@@ -448,13 +453,18 @@ int sl_log_writer_open(sl_log_writer **out, const char *path, const sl_log_meta 
         }
         if (d) closedir(d);
     }
+    /* MPI build: no rank writes a shard before rank 0 has cleaned up, and one failure fails all. */
+    rc = sl_mpi_status(rc);
     if (rc) {
         sl_log_writer_close(w);
         return rc;
     }
+    w->mpi_pending = sl_mpi_size() > 1;
     *out = w;
     return SL_OK;
 }
+
+static int log_assemble(sl_log_writer *w, size_t n_shards);
 
 static void shard_abandon(sl_log_writer *w)
 {
@@ -472,6 +482,9 @@ void sl_log_writer_close(sl_log_writer *w)
 {
     if (!w) return;
     shard_abandon(w);
+    /* MPI build: this rank stopped before sl_log_assemble, so it failed: tell the others, which
+     * wait there, and keep every shard written (a later run resumes from them). */
+    if (w->mpi_pending) (void)sl_mpi_status(w->mpi_rc ? w->mpi_rc : SL_EFAIL);
     if (w->lock_fd >= 0) close(w->lock_fd);
     free(w->path);
     free(w->dir);
@@ -492,6 +505,11 @@ int sl_log_shard_done(sl_log_writer *w, size_t k, size_t n_seq, const int32_t *c
                       int *done)
 {
     *done = 0;
+    /* MPI build: rank r writes shards k with k % N = r; to it the others are someone else's work. */
+    if (k % (size_t)sl_mpi_size() != (size_t)sl_mpi_rank()) {
+        *done = 1;
+        return SL_OK;
+    }
     char *p = shard_name(w, k);
     if (!p) return sl_fail(SL_EFAIL, "out of memory");
     struct stat st;
@@ -538,6 +556,7 @@ int sl_log_shard_done(sl_log_writer *w, size_t k, size_t n_seq, const int32_t *c
     }
     if (f >= 0) H5Fclose(f);
     free(p);
+    w->mpi_rc = rc;
     return rc;
 }
 
@@ -728,6 +747,20 @@ int sl_log_set_costs(sl_log_writer *w, double c, double draft_step_s, double tar
 }
 
 int sl_log_assemble(sl_log_writer *w, size_t n_shards)
+{
+    /* MPI build: every rank's shards are written (else every rank fails, no OUT.h5 is made); rank
+     * 0 assembles them alone, and every rank returns its status. */
+    if (w->mpi_pending) {
+        w->mpi_pending = 0;
+        int rc = sl_mpi_status(SL_OK);
+        if (rc) return rc;
+        if (sl_mpi_rank() != 0) return sl_mpi_status(SL_OK);
+        return sl_mpi_status(log_assemble(w, n_shards));
+    }
+    return log_assemble(w, n_shards);
+}
+
+static int log_assemble(sl_log_writer *w, size_t n_shards)
 {
     char *tmp = str_printf("%s.tmp.%ld", w->path, (long)getpid());
     if (!tmp) return sl_fail(SL_EFAIL, "out of memory");
