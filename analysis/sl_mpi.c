@@ -20,6 +20,7 @@ static void share_of(size_t n, int rank, int size, size_t *lo, size_t *hi)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int g_rank = 0, g_size = 1; /* of the distributed command; 0 of 1 otherwise */
 
@@ -68,11 +69,27 @@ int sl_mpi_size(void) { return g_size; }
 
 void sl_mpi_share(size_t n, size_t *lo, size_t *hi) { share_of(n, g_rank, g_size, lo, hi); }
 
+/* Completes rq, sleeping between polls: a rank that waits long for the others (rank 0 assembling
+ * a log, a rank with one shard more) then leaves its core to them, where a blocking call of Open
+ * MPI would spin on it, which costs the working ranks their time on an oversubscribed machine. */
+static void wait_sleeping(MPI_Request *rq)
+{
+    int done = 0;
+    struct timespec nap = {0, 1000000}; /* 1 ms */
+    MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+    while (!done) {
+        nanosleep(&nap, NULL);
+        MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+    }
+}
+
 int sl_mpi_status(int rc)
 {
     if (g_size == 1) return rc;
     int mine = rc ? g_rank : g_size, first = g_size;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Request rq;
+    MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &rq);
+    wait_sleeping(&rq);
     if (first == g_size) return SL_OK;
     char msg[512] = "";
     int code = rc;
@@ -114,7 +131,10 @@ void sl_mpi_allgather_share(void *buf, size_t n_items, size_t item_bytes, size_t
 
 void sl_mpi_barrier(void)
 {
-    if (g_size > 1) MPI_Barrier(MPI_COMM_WORLD);
+    if (g_size == 1) return;
+    MPI_Request rq;
+    MPI_Ibarrier(MPI_COMM_WORLD, &rq);
+    wait_sleeping(&rq);
 }
 
 #else /* one rank */
