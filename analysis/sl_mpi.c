@@ -129,14 +129,6 @@ void sl_mpi_allgather_share(void *buf, size_t n_items, size_t item_bytes, size_t
     }
 }
 
-void sl_mpi_barrier(void)
-{
-    if (g_size == 1) return;
-    MPI_Request rq;
-    MPI_Ibarrier(MPI_COMM_WORLD, &rq);
-    wait_sleeping(&rq);
-}
-
 #else /* one rank */
 
 int sl_mpi_init(int *argc, char ***argv)
@@ -162,6 +154,5 @@ void sl_mpi_allgather_share(void *buf, size_t n_items, size_t item_bytes, size_t
     (void)item_bytes;
     (void)total_bytes;
 }
-void sl_mpi_barrier(void) {}
 
 #endif

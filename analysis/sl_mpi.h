@@ -40,7 +40,4 @@ void sl_mpi_sum_u64(uint64_t *v, size_t n);
  * each rank having filled its share of n_items (sl_mpi_share); afterwards every rank has all. */
 void sl_mpi_allgather_share(void *buf, size_t n_items, size_t item_bytes, size_t total_bytes);
 
-/* Collective: waits for every rank. */
-void sl_mpi_barrier(void);
-
 #endif
