@@ -132,7 +132,7 @@ clean:
 	rm -rf $(BUILD) $(BUILD_SAN)
 
 # The MPI build (analysis/MPI.md): build/speclab-mpi, the same objects as build/speclab but for
-# analysis/sl_mpi.c, the one file that includes <mpi.h>, compiled by mpicc with -DSL_MPI, and linked
+# sim/sl_mpi.c, the one file that includes <mpi.h>, compiled by mpicc with -DSL_MPI, and linked
 # by mpicc. Its packages are installed by `make deps-mpi` (`make mpi` does), not by `make deps`:
 # Open MPI brings ~40 packages; `make test` runs tests/cli/mpi.sh against build/speclab-mpi where
 # mpicc and mpirun are installed already, and that script skips where they are not.
@@ -140,7 +140,7 @@ DEB_PKGS_MPI = openmpi-bin libopenmpi-dev
 MPICC ?= mpicc
 BIN_MPI = $(BUILD)/speclab-mpi
 LIB_MPI = $(BUILD)/mpi/libspeclab-mpi.a
-MPI_OBJ = $(BUILD)/mpi/analysis/sl_mpi.o
+MPI_OBJ = $(BUILD)/mpi/sim/sl_mpi.o
 HAVE_MPI = $(shell command -v $(MPICC) >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 && echo 1)
 .PHONY: mpi deps-mpi
 mpi: deps deps-mpi
@@ -151,10 +151,10 @@ deps-mpi:
 	  echo "make deps-mpi: installing" $$missing; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
 	fi
-$(MPI_OBJ): analysis/sl_mpi.c
+$(MPI_OBJ): sim/sl_mpi.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -DSL_MPI -MMD -MP -c $< -o $@
-$(LIB_MPI): $(filter-out $(BUILD)/analysis/sl_mpi.o,$(LIB_OBJ)) $(MPI_OBJ)
+$(LIB_MPI): $(filter-out $(BUILD)/sim/sl_mpi.o,$(LIB_OBJ)) $(MPI_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 $(BIN_MPI): $(CLI_OBJ) $(LIB_MPI)

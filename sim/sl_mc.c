@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include "sl_common.h"
+#include "sl_mpi.h"
 #include "sl_theory.h"
 
 /* ---- in-memory rows ---- */
@@ -551,27 +552,6 @@ __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl
         if (n_emitted) n_emitted[t0 + j] = (uint8_t)k;
         if (sliding && ++s == n_src) s = 0;
     }
-}
-
-/* The MPI build's split of the blocks across ranks (analysis/sl_mpi.h, which the core cannot
- * include): these weak one-rank versions are replaced by analysis/sl_mpi.c's when it is linked. */
-__attribute__((weak)) void sl_mpi_share(size_t n, size_t *lo, size_t *hi)
-{
-    *lo = 0;
-    *hi = n;
-}
-__attribute__((weak)) int sl_mpi_status(int rc) { return rc; }
-__attribute__((weak)) void sl_mpi_sum_u64(uint64_t *v, size_t n)
-{
-    (void)v;
-    (void)n;
-}
-__attribute__((weak)) void sl_mpi_allgather_share(void *buf, size_t n_items, size_t item_bytes, size_t total_bytes)
-{
-    (void)buf;
-    (void)n_items;
-    (void)item_bytes;
-    (void)total_bytes;
 }
 
 /* Counts a finished block; thread 0 alone calls the callback, so it never runs twice at once. */
