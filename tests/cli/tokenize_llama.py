@@ -46,6 +46,8 @@ import sys
 import tempfile
 import time
 
+from test_tokenize_gpt2 import unescape  # data/prompts escapes, one reader for the peer tests
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.chdir(ROOT)
 SPECLAB = os.environ.get("SPECLAB", "build/speclab")
@@ -169,19 +171,6 @@ def build_json(vocab, merges):
             raise SystemExit(f"FAIL: no merge {r!r} + '▁' in the final block")
     return {"type": "sp-bpe", "pieces": vocab, "scores": score, "types": types, "bos": 1, "eos": 2, "unk": 0,
             "add_bos": True, "add_eos": False, "add_dummy_prefix": True, "byte_fallback": True}, block + 1, len(tail_pieces)
-
-
-def unescape(line):
-    out, i = [], 0
-    while i < len(line):
-        c = line[i]
-        if c == "\\" and i + 1 < len(line):
-            out.append({"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}.get(line[i + 1], line[i + 1]))
-            i += 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
 
 
 def cases():
