@@ -8,6 +8,7 @@ export SPECLAB=${SPECLAB:-build/speclab}
 passed=0
 failed=0
 failures=()
+times=()
 
 echo "== unit tests (Criterion) =="
 if "${TEST_BIN:-build/test_speclab}" --jobs 2 --short-filename; then
@@ -29,12 +30,18 @@ fi
 for t in tests/cli/*.sh tests/cli/*.py; do
   [ -e "$t" ] || continue
   echo "== $t =="
+  t0=$SECONDS
   case "$t" in
     *.py) /usr/bin/python3 "$t" ;;
     *) bash "$t" ;;
   esac
-  if [ $? -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$t"); fi
+  rc=$?
+  times+=("$((SECONDS - t0)) s $t")
+  if [ $rc -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$t"); fi
 done
+# Where the suite's time goes (the budget is 15 minutes on 2 cores): the slowest CLI tests.
+echo "== slowest CLI tests =="
+printf '%s\n' "${times[@]}" | sort -rn | head -8
 
 echo "== normal pass done after $SECONDS s =="
 
