@@ -427,15 +427,17 @@ int sl_st_mem_meta(sl_st_file *f, const char *key, const char *val)
             f->meta_vals[i] = v;
             return SL_OK;
         }
+    /* Metadata holds a handful of keys: the arrays grow by one. */
     char *k = dupstr(key);
-    size_t cap_k = f->cap_meta, cap_v = f->cap_meta;
-    if (!k || grow((void **)&f->meta_keys, &cap_k, f->n_meta + 1, sizeof(char *)) ||
-        grow((void **)&f->meta_vals, &cap_v, f->n_meta + 1, sizeof(char *))) {
+    char **ks = k ? realloc(f->meta_keys, (f->n_meta + 1) * sizeof *ks) : NULL;
+    if (ks) f->meta_keys = ks;
+    char **vs = ks ? realloc(f->meta_vals, (f->n_meta + 1) * sizeof *vs) : NULL;
+    if (vs) f->meta_vals = vs;
+    if (!vs) {
         free(k);
         free(v);
-        return SL_EFAIL;
+        return sl_fail(SL_EFAIL, "out of memory");
     }
-    f->cap_meta = cap_k < cap_v ? cap_k : cap_v;
     f->meta_keys[f->n_meta] = k;
     f->meta_vals[f->n_meta] = v;
     f->n_meta++;

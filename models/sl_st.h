@@ -50,7 +50,7 @@ typedef struct {
     char **meta_keys;   /* (n_meta) */
     char **meta_vals;   /* (n_meta) */
     /* In-memory files (sl_st_mem_*): buffers freed by sl_st_close. */
-    size_t n_owned, cap_owned, cap_tensors, cap_meta;
+    size_t n_owned, cap_owned, cap_tensors;
     void **owned;
 } sl_st_file;
 

@@ -60,16 +60,7 @@ static void use_model(const char *path)
     sl_st_close(f);
     sl_model *m = NULL;
     if (sl_model_open(path, &m)) return;
-    sl_model_ctx *c = NULL;
-    if (m->cfg.vocab_size <= 4096 && m->cfg.max_seq_len >= 2 && m->cfg.d_model <= 4096 &&
-        !sl_model_ctx_alloc(m, 2, &c)) {
-        float *logits = malloc(2 * m->cfg.vocab_size * sizeof *logits);
-        int32_t tok[2] = {0, (int32_t)(m->cfg.vocab_size - 1)};
-        if (logits) sl_model_forward(c, tok, 2, logits);
-        free(logits);
-        sl_model_ctx_free(c);
-    }
-    sl_model_close(m);
+    fuzz_forward_and_close(m);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

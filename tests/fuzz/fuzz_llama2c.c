@@ -73,15 +73,7 @@ static void use_model(const char *path)
     if (sl_model_open(path, &m)) return;
     size_t V = m->cfg.vocab_size;
     if (m->tokenizer_json) check_tokenizer(m->tokenizer_json, V);
-    sl_model_ctx *c = NULL;
-    if (V <= 4096 && m->cfg.max_seq_len >= 2 && !sl_model_ctx_alloc(m, 2, &c)) {
-        float *logits = malloc(2 * V * sizeof *logits);
-        int32_t tok[2] = {0, (int32_t)(V - 1)};
-        if (logits) sl_model_forward(c, tok, 2, logits);
-        free(logits);
-        sl_model_ctx_free(c);
-    }
-    sl_model_close(m);
+    fuzz_forward_and_close(m);
 }
 
 /* Writes f back as llama2.c (its own version) and reads it again: the same tensors, bit for bit for

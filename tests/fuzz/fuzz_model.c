@@ -16,15 +16,7 @@ static void use_transformer(const char *path)
 {
     sl_model *m = NULL;
     if (sl_model_open(path, &m)) return;
-    sl_model_ctx *c = NULL;
-    if (m->cfg.vocab_size <= 4096 && m->cfg.max_seq_len >= 2 && !sl_model_ctx_alloc(m, 2, &c)) {
-        float *logits = malloc(2 * m->cfg.vocab_size * sizeof *logits);
-        int32_t tok[2] = {0, (int32_t)(m->cfg.vocab_size - 1)};
-        if (logits) sl_model_forward(c, tok, 2, logits);
-        free(logits);
-        sl_model_ctx_free(c);
-    }
-    sl_model_close(m);
+    fuzz_forward_and_close(m);
 }
 
 static void use_ngram(const char *path)

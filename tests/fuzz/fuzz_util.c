@@ -49,3 +49,17 @@ const char *fuzz_data(const char *name)
     snprintf(b, sizeof buf[0], "%s/%s", dir && *dir ? dir : "tests/fuzz/data", name);
     return b;
 }
+
+void fuzz_forward_and_close(sl_model *m)
+{
+    sl_model_ctx *c = NULL;
+    if (m->cfg.vocab_size <= 4096 && m->cfg.max_seq_len >= 2 && m->cfg.d_model <= 4096 &&
+        !sl_model_ctx_alloc(m, 2, &c)) {
+        float *logits = malloc(2 * m->cfg.vocab_size * sizeof *logits);
+        int32_t tok[2] = {0, (int32_t)(m->cfg.vocab_size - 1)};
+        if (logits) sl_model_forward(c, tok, 2, logits);
+        free(logits);
+        sl_model_ctx_free(c);
+    }
+    sl_model_close(m);
+}

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sl_model.h"
+
 /* Writes data (n bytes) to this process's temporary file, suffix ext (".h5", ".csv", ...), and
  * returns its path (valid until the next call); NULL when the write failed. */
 const char *fuzz_file(const uint8_t *data, size_t n, const char *ext);
@@ -17,5 +19,9 @@ char *fuzz_cstr(const uint8_t *data, size_t n);
  * directory (the repository root, where build.sh, replay.sh and `make fuzz` run them), or under
  * $SL_FUZZ_DATA when set. */
 const char *fuzz_data(const char *name);
+
+/* Uses an accepted transformer a little and closes it: one forward call of 2 tokens (ids 0 and
+ * V - 1) when the vocabulary, width and context are small enough for a fuzzer's memory. */
+void fuzz_forward_and_close(sl_model *m);
 
 #endif
