@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sl_common.h"
+#include "sl_mpi.h"
 #include "sl_stats.h"
 
 void sl_analyze_opts_init(sl_analyze_opts *o)
@@ -312,26 +313,58 @@ static void chunk_one(void *ctx, size_t item, int tid)
     }
 }
 
+/* What the pass keeps of one HDF5 chunk of rows: sums over its rows in row order, the largest
+ * |beta - logged beta| and its first bad row (-1: none), as doubles (CHUNK_FIXED + 2 nl of them).
+ * The chunks' sums are added in chunk order at the end, so the results depend neither on the
+ * threads nor on the MPI ranks that share the chunks (analysis/MPI.md). */
+enum { CS_BETA, CS_MATCH, CS_NONIT, CS_MAXDIFF, CS_BAD, CHUNK_FIXED };
+
+static void chunk_sums(const row_stats *rs, const int *bad, const double *logged_beta, size_t first, size_t n,
+                       const sl_analyze_opts *o, size_t nl, double *cs)
+{
+    memset(cs, 0, (CHUNK_FIXED + 2 * nl) * sizeof *cs);
+    cs[CS_BAD] = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (bad[i]) {
+            cs[CS_BAD] = (double)(first + i);
+            return;
+        }
+        cs[CS_BETA] += rs[i].beta;
+        if (o->beta_only) continue;
+        cs[CS_MATCH] += rs[i].match;
+        cs[CS_NONIT] += rs[i].nonit;
+        cs[CS_MAXDIFF] = fmax(cs[CS_MAXDIFF], fabs(rs[i].beta - logged_beta[i]));
+        for (size_t j = 0; j < nl; j++) {
+            cs[CHUNK_FIXED + j] += rs[i].alpha_l[j];
+            cs[CHUNK_FIXED + nl + j] += rs[i].t0_ratio >= o->lenience[j] ? 1 : 0;
+        }
+    }
+}
+
 static int dists_pass(sl_log_reader *r, const sl_analyze_opts *o, sl_analyze_result *res)
 {
     size_t V = sl_log_meta_of(r)->vocab_size, total = sl_log_n_rows(r), ch = sl_log_dist_rows_per_chunk(r);
     int nt = o->threads > 0 ? o->threads : omp_get_max_threads();
     int direct = o->fast && sl_log_dist_direct(r);
+    size_t nl = o->beta_only ? 0 : o->n_lenience, stride = CHUNK_FIXED + 2 * nl;
+    /* The chunks are the items: this rank's share of them (all of them serially). */
+    size_t n_chunks = (total + ch - 1) / ch, c_lo, c_hi;
+    sl_mpi_share(n_chunks, &c_lo, &c_hi);
+    const size_t r_lo = c_lo * ch, r_hi = c_hi * ch < total ? c_hi * ch : total;
     /* Direct access decodes in place, so blocks can be larger: 16 chunks a thread instead of 4. */
     size_t block = ch * (size_t)((direct ? 16 : 4) * nt);
     float *p = direct ? NULL : malloc(block * V * sizeof *p), *q = direct ? NULL : malloc(block * V * sizeof *q);
     row_stats *rs = malloc(block * sizeof *rs);
     int *bad = malloc(block * sizeof *bad);
+    double *cs = calloc(n_chunks ? n_chunks * stride : 1, sizeof *cs); /* (n_chunks, stride) */
     sl_log_pos_block pb = {0};
-    int rc = (direct || (p && q)) && rs && bad ? SL_OK : sl_fail(SL_EFAIL, "out of memory");
+    int rc = (direct || (p && q)) && rs && bad && cs ? SL_OK : sl_fail(SL_EFAIL, "out of memory");
     if (!rc && !o->beta_only) rc = sl_log_pos_block_alloc(&pb, block);
     double inv_l[32];
-    size_t nl = o->beta_only ? 0 : o->n_lenience;
     for (size_t j = 0; j < nl; j++) inv_l[j] = 1 / o->lenience[j];
-    double sb = 0, sm = 0, sn = 0, maxdiff = 0, sl[32] = {0}, st0[32] = {0};
     if (!rc && direct) rc = sl_log_dist_prepare(r, nt);
-    for (size_t first = 0; first < total && !rc; first += block) {
-        size_t n = total - first < block ? total - first : block;
+    for (size_t first = r_lo; first < r_hi && !rc; first += block) {
+        size_t n = r_hi - first < block ? r_hi - first : block;
         if (!o->beta_only) rc = sl_log_read_positions(r, first, &pb);
         if (rc) break;
         if (direct) { /* decode and compute chunk by chunk on nt threads, no copies of raw chunks */
@@ -351,24 +384,32 @@ static int dists_pass(sl_log_reader *r, const sl_analyze_opts *o, sl_analyze_res
             rows_job job = {p, q, V, inv_l, nl, o->beta_only, rs, bad, n};
             sl_log_parallel((n + 15) / 16, nt, rows_one, &job);
         }
-        for (size_t i = 0; i < n && !rc; i++) { /* in row order: the same sums for any thread count */
-            if (bad[i]) {
-                rc = sl_fail(SL_EINPUT, "log: /distributions row %zu holds a NaN, negative or > 1 probability", first + i);
+        for (size_t i = 0; i < n; i += ch) {
+            size_t k = (first + i) / ch, m = n - i < ch ? n - i : ch;
+            chunk_sums(rs + i, bad + i, pb.beta ? pb.beta + i : NULL, first + i, m, o, nl, cs + k * stride);
+            if (cs[k * stride + CS_BAD] >= 0) {
+                rc = sl_fail(SL_EINPUT, "log: /distributions row %.0f holds a NaN, negative or > 1 probability",
+                             cs[k * stride + CS_BAD]);
                 break;
-            }
-            sb += rs[i].beta;
-            if (o->beta_only) continue;
-            sm += rs[i].match;
-            sn += rs[i].nonit;
-            double d = fabs(rs[i].beta - pb.beta[i]);
-            if (d > maxdiff) maxdiff = d;
-            for (size_t j = 0; j < nl; j++) {
-                sl[j] += rs[i].alpha_l[j];
-                st0[j] += rs[i].t0_ratio >= o->lenience[j] ? 1 : 0;
             }
         }
     }
+    /* MPI build: every rank's chunks, on every rank (the lowest failing rank's error otherwise). */
+    rc = sl_mpi_status(rc);
+    if (!rc) sl_mpi_allgather_share(cs, n_chunks, stride * sizeof *cs, n_chunks * stride * sizeof *cs);
     if (!rc && total > 0) {
+        double sb = 0, sm = 0, sn = 0, maxdiff = 0, sl[32] = {0}, st0[32] = {0};
+        for (size_t k = 0; k < n_chunks; k++) { /* in chunk order */
+            const double *c = cs + k * stride;
+            sb += c[CS_BETA];
+            sm += c[CS_MATCH];
+            sn += c[CS_NONIT];
+            maxdiff = fmax(maxdiff, c[CS_MAXDIFF]);
+            for (size_t j = 0; j < nl; j++) {
+                sl[j] += c[CHUNK_FIXED + j];
+                st0[j] += c[CHUNK_FIXED + nl + j];
+            }
+        }
         res->have_dists = 1;
         res->beta_dists = sb / (double)total;
         res->match = sm / (double)total;
@@ -391,6 +432,7 @@ static int dists_pass(sl_log_reader *r, const sl_analyze_opts *o, sl_analyze_res
     free(q);
     free(rs);
     free(bad);
+    free(cs);
     if (pb.cap) sl_log_pos_block_free(&pb);
     return rc;
 }

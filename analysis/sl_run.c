@@ -23,10 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "sl_common.h"
 #include "sl_import.h"
 #include "sl_log.h"
+#include "sl_mpi.h"
 #include "sl_prompts.h"
 #include "sl_stats.h"
 
@@ -355,6 +357,57 @@ static int write_tokens(FILE *f, long seq, int mode, const int32_t *t, size_t n)
     return fprintf(f, "\n") < 0 ? sl_fail(SL_EINPUT, "tokens_out: write failed") : SL_OK;
 }
 
+/* MPI build (analysis/MPI.md): each rank writes the token lines of its own sequences to
+ * TOKENS_OUT.rank-R (ascending sequence numbers), and rank 0 merges the parts by sequence number
+ * into TOKENS_OUT once the log is assembled: the serial file, line for line. */
+static char *token_part_name(const char *tokens_out, int rank)
+{
+    size_t n = strlen(tokens_out) + 32;
+    char *s = malloc(n);
+    if (s) snprintf(s, n, "%s.rank-%d", tokens_out, rank);
+    return s;
+}
+
+static int merge_token_parts(const char *tokens_out, int n_ranks)
+{
+    FILE **in = calloc((size_t)n_ranks, sizeof *in), *out = NULL;
+    char **line = calloc((size_t)n_ranks, sizeof *line);
+    size_t *cap = calloc((size_t)n_ranks, sizeof *cap);
+    long *seq = calloc((size_t)n_ranks, sizeof *seq); /* the sequence number of line[r]; -1: part ended */
+    int rc = in && line && cap && seq ? SL_OK : sl_fail(SL_EFAIL, "out of memory");
+    for (int r = 0; r < n_ranks && !rc; r++) {
+        char *name = token_part_name(tokens_out, r);
+        if (!name || !(in[r] = fopen(name, "r")))
+            rc = sl_fail(SL_EINPUT, "tokens_out: cannot read rank %d's part %s", r, name ? name : "");
+        free(name);
+        seq[r] = -1;
+        if (!rc && getline(&line[r], &cap[r], in[r]) > 0) seq[r] = strtol(line[r], NULL, 10);
+    }
+    if (!rc && !(out = fopen(tokens_out, "w")))
+        rc = sl_fail(SL_EINPUT, "tokens_out: cannot write %s: %s", tokens_out, strerror(errno));
+    for (;;) {
+        int best = -1;
+        for (int r = 0; r < n_ranks && !rc; r++)
+            if (seq[r] >= 0 && (best < 0 || seq[r] < seq[best])) best = r;
+        if (rc || best < 0) break;
+        if (fputs(line[best], out) == EOF) rc = sl_fail(SL_EINPUT, "tokens_out: writing %s failed", tokens_out);
+        seq[best] = getline(&line[best], &cap[best], in[best]) > 0 ? strtol(line[best], NULL, 10) : -1;
+    }
+    if (out && fclose(out) != 0 && !rc) rc = sl_fail(SL_EINPUT, "tokens_out: writing %s failed", tokens_out);
+    for (int r = 0; in && r < n_ranks; r++) {
+        if (in[r]) fclose(in[r]);
+        free(line[r]);
+        char *name = rc ? NULL : token_part_name(tokens_out, r);
+        if (name) unlink(name);
+        free(name);
+    }
+    free(in);
+    free(line);
+    free(cap);
+    free(seq);
+    return rc;
+}
+
 /* Cost context: a typical decoding position (the prompt length of middle rank, no interpolation,
  * plus half the budget). */
 static int typical_context(const size_t *len, size_t np, size_t tokens, size_t *out)
@@ -424,6 +477,7 @@ int sl_run_experiment(const sl_run_config *o)
     sl_rand_rng rr;
     int rng_ok = 0;
     FILE *tf = NULL;
+    char *tpart = NULL; /* MPI build, more than one rank: this rank's part of tokens_out */
     const int *gl; /* (n_g) the gammas, ascending */
     const size_t n_g = gammas_of(o, &gl), M = n_g + 1; /* sequences per prompt */
     const size_t G = (size_t)gl[n_g - 1], N = o->tokens, VM = v_max_of(o); /* G: the largest gamma */
@@ -499,8 +553,12 @@ int sl_run_experiment(const sl_run_config *o)
     sl_log_meta meta;
     if ((rc = run_meta(o, V, &meta))) goto done;
     if ((rc = sl_log_writer_open(&w, o->out, &meta, NULL))) goto done;
-    if (o->tokens_out && !(tf = fopen(o->tokens_out, "w"))) {
-        rc = sl_fail(SL_EINPUT, "tokens_out: cannot write %s: %s", o->tokens_out, strerror(errno));
+    if (o->tokens_out && sl_mpi_size() > 1 && !(tpart = token_part_name(o->tokens_out, sl_mpi_rank()))) {
+        rc = sl_fail(SL_EFAIL, "out of memory");
+        goto done;
+    }
+    if (o->tokens_out && !(tf = fopen(tpart ? tpart : o->tokens_out, "w"))) {
+        rc = sl_fail(SL_EINPUT, "tokens_out: cannot write %s: %s", tpart ? tpart : o->tokens_out, strerror(errno));
         goto done;
     }
 
@@ -518,12 +576,14 @@ int sl_run_experiment(const sl_run_config *o)
     }
 
     /* Costs, once per log (OUT.h5.d/costs.h5, atomic): a resumed run keeps the costs measured
-     * with its first shards, so that every timing in the log comes from the same session's setup. */
+     * with its first shards, so that every timing in the log comes from the same session's setup.
+     * MPI build: rank 0 measures them while the other ranks wait asleep (sl_mpi_status), so that
+     * no other process on the machine decodes during the calibration. */
     {
         char cp[4096];
         struct stat st;
         snprintf(cp, sizeof cp, "%s.d/costs.h5", o->out);
-        if (stat(cp, &st) != 0) {
+        if (sl_mpi_rank() == 0 && stat(cp, &st) != 0) {
             for (size_t i = 0; i < cost_ctx + VM; i++) ctxbuf[i] = ids[0][i % len[0]];
             sl_run_costs costs;
             rc = sl_run_measure_costs(&lt->lm, &hd->lm, ctxbuf, cost_ctx, VM, (int)G, o->cost_reps, dists, &costs);
@@ -531,8 +591,8 @@ int sl_run_experiment(const sl_run_config *o)
                 rc = sl_log_set_costs(w, costs.c, costs.draft_step_s, costs.target_step_s, costs.v.n, costs.v.v,
                                       costs.call_s, costs.v.n_entries);
             sl_run_costs_free(&costs);
-            if (rc) goto done;
         }
+        if ((rc = sl_mpi_status(rc))) goto done;
     }
 
     if ((rc = sl_rand_rng_init(&rr, o->seed, 0))) goto done;
@@ -579,13 +639,19 @@ int sl_run_experiment(const sl_run_config *o)
         }
         if (!rc) rc = sl_log_shard_commit(w);
     }
-    if (!rc) rc = sl_log_assemble(w, n_shards);
     if (tf) {
         if (fclose(tf) != 0 && !rc) rc = sl_fail(SL_EINPUT, "tokens_out: writing %s failed", o->tokens_out);
         tf = NULL;
     }
+    if (!rc) rc = sl_log_assemble(w, n_shards);
+    if (!rc && tpart) {
+        if (sl_mpi_rank() == 0) rc = merge_token_parts(o->tokens_out, sl_mpi_size());
+        rc = sl_mpi_status(rc);
+    }
 done:
     if (tf) fclose(tf);
+    if (rc && tpart) unlink(tpart);
+    free(tpart);
     sl_log_writer_close(w);
     if (rng_ok) sl_rand_rng_free(&rr);
     free(ib.rec);

@@ -21,13 +21,16 @@ static void share_of(size_t n, int rank, int size, size_t *lo, size_t *hi)
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int g_rank = 0, g_size = 1; /* of the distributed command; 0 of 1 otherwise */
+static MPI_Comm g_fin = MPI_COMM_NULL; /* the last agreement's own communicator (sl_mpi_finish) */
+static FILE *g_err = NULL;             /* this rank's stderr before it was sent to /dev/null */
 
 /* The commands that split their work across ranks. */
 static int distributed(const char *cmd)
 {
-    static const char *const cmds[] = {"mc", "verify", "measure"};
+    static const char *const cmds[] = {"mc", "verify", "measure", "run", "analyze"};
     for (size_t i = 0; cmd && i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i])) return 1;
     return 0;
@@ -53,12 +56,17 @@ int sl_mpi_init(int *argc, char ***argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     /* An error on any rank reaches rank 0 through sl_mpi_status; a crash, through mpirun. The other
      * ranks keep quiet, so that the output is the serial program's. */
+    if (rank != 0) {
+        int fd = dup(2);
+        g_err = fd >= 0 ? fdopen(fd, "w") : NULL;
+    }
     if (rank != 0 && (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))) {
         /* nothing to print it on: carry on */
     }
     if (distributed(cmd)) {
         g_rank = rank;
         g_size = size;
+        MPI_Comm_dup(MPI_COMM_WORLD, &g_fin);
         return 0;
     }
     return rank != 0; /* rank 0 runs the command alone */
@@ -102,6 +110,42 @@ int sl_mpi_status(int rc)
     return sl_fail(code, "rank %d of %d: %s", first, g_size, msg);
 }
 
+int sl_mpi_finish(int code, const char *cmd, const char *msg)
+{
+    if (g_size == 1) return code;
+    int mine = code ? g_rank : g_size, first = g_size, done = 0;
+    MPI_Request rq;
+    MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, g_fin, &rq);
+    if (code) { /* wait a while for the others; alone, end the job */
+        const char *e = getenv("SPECLAB_MPI_FAIL_WAIT_S");
+        double wait_s = e && atof(e) > 0 ? atof(e) : 10, t0 = MPI_Wtime();
+        struct timespec nap = {0, 1000000};
+        MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+        while (!done && MPI_Wtime() - t0 < wait_s) {
+            nanosleep(&nap, NULL);
+            MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+        }
+        if (!done) {
+            if (g_rank != 0 && g_err)
+                fprintf(g_err, "speclab %s: rank %d of %d: %s\n", cmd ? cmd : "", g_rank, g_size, msg && *msg ? msg : "failed");
+            if (g_err) fflush(g_err);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, code);
+        }
+    } else {
+        wait_sleeping(&rq);
+    }
+    if (first == g_size) return 0;
+    char line[512] = "";
+    int c = code;
+    if (g_rank == first) snprintf(line, sizeof line, "%s", msg && *msg ? msg : "failed");
+    MPI_Bcast(line, (int)sizeof line, MPI_CHAR, first, g_fin);
+    MPI_Bcast(&c, 1, MPI_INT, first, g_fin);
+    line[sizeof line - 1] = 0;
+    if (g_rank == 0 && !code) fprintf(stderr, "speclab %s: rank %d of %d: %s\n", cmd ? cmd : "", first, g_size, line);
+    return c;
+}
+
 void sl_mpi_sum_u64(uint64_t *v, size_t n)
 {
     if (g_size == 1) return;
@@ -142,6 +186,12 @@ int sl_mpi_rank(void) { return 0; }
 int sl_mpi_size(void) { return 1; }
 void sl_mpi_share(size_t n, size_t *lo, size_t *hi) { share_of(n, 0, 1, lo, hi); }
 int sl_mpi_status(int rc) { return rc; }
+int sl_mpi_finish(int code, const char *cmd, const char *msg)
+{
+    (void)cmd;
+    (void)msg;
+    return code;
+}
 void sl_mpi_sum_u64(uint64_t *v, size_t n)
 {
     (void)v;

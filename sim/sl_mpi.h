@@ -21,6 +21,18 @@
  * returns 1 on the other ranks, whose main then exits 0. MPI is finalised at exit. Serial: 0. */
 int sl_mpi_init(int *argc, char ***argv);
 
+/* Called by main when a command ends, with its exit code (0 ok, 1 failure, 2 bad input) and, if
+ * it failed, the command's name and its message (what main printed; ranks other than 0 print to
+ * /dev/null). Returns the exit code of the job. MPI build, distributed command: a last agreement
+ * among the ranks. When every rank reaches it, every rank returns the exit code of the lowest
+ * failing rank and rank 0 prints that rank's message if it did not fail itself. A rank that
+ * failed and finds the others do not come within SPECLAB_MPI_FAIL_WAIT_S seconds (default 10)
+ * failed alone, where they wait in a collective of the command (an error before or between the
+ * command's status agreements: a model that does not load on one node): it prints its message,
+ * "speclab CMD: rank R of N: ...", on its own stderr and ends the job with MPI_Abort(code), so
+ * that the job never hangs. Elsewhere: returns code. */
+int sl_mpi_finish(int code, const char *cmd, const char *msg);
+
 int sl_mpi_rank(void); /* 0 serially */
 int sl_mpi_size(void); /* 1 serially */
 

@@ -83,6 +83,26 @@ static void openblas_single_pool(char **argv)
     execv("/proc/self/exe", argv); /* on failure: carry on with the pool */
 }
 
+/* A failed command's message, with the flag that sets the quantity it names: "gamma_max: 0 is
+ * outside ..." becomes "--gamma-max: 0 is outside ...". Empty when there is none. */
+static void error_line(int rc, char *line, size_t size)
+{
+    line[0] = 0;
+    if (rc == 0 || !sl_errmsg()[0]) return;
+    const char *msg = sl_errmsg(), *colon = strchr(msg, ':');
+    char quantity[64], flag[80];
+    size_t k = colon ? (size_t)(colon - msg) : 0;
+    if (k > 0 && k < sizeof quantity && strspn(msg, "abcdefghijklmnopqrstuvwxyz0123456789_") == k) {
+        memcpy(quantity, msg, k);
+        quantity[k] = 0;
+        if (sl_cli_flag_for(quantity, flag, sizeof flag)) {
+            snprintf(line, size, "%s%s", flag, colon);
+            return;
+        }
+    }
+    snprintf(line, size, "%s", msg);
+}
+
 int main(int argc, char **argv)
 {
     openblas_single_pool(argv);
@@ -113,21 +133,12 @@ int main(int argc, char **argv)
     }
     sl_err_clear();
     int rc = fn(argc - 1, argv + 1);
-    if (rc != 0 && sl_errmsg()[0]) {
-        /* The library names the quantity ("gamma_max: 0 is outside ..."); say which flag sets it. */
-        const char *msg = sl_errmsg(), *colon = strchr(msg, ':');
-        char quantity[64], flag[80];
-        size_t k = colon ? (size_t)(colon - msg) : 0;
-        if (k > 0 && k < sizeof quantity && strspn(msg, "abcdefghijklmnopqrstuvwxyz0123456789_") == k) {
-            memcpy(quantity, msg, k);
-            quantity[k] = 0;
-            if (sl_cli_flag_for(quantity, flag, sizeof flag)) {
-                fprintf(stderr, "speclab %s: %s%s\n", argv[1], flag, colon);
-                return rc < 0 || rc > 2 ? 1 : rc;
-            }
-        }
-        fprintf(stderr, "speclab %s: %s\n", argv[1], sl_errmsg());
+    char line[1024];
+    error_line(rc, line, sizeof line);
+    if (line[0]) {
+        fprintf(stderr, "speclab %s: %s\n", argv[1], line);
         if (getenv("SPECLAB_DEBUG")) fprintf(stderr, "  (at %s)\n", sl_errwhere());
     }
-    return rc < 0 || rc > 2 ? 1 : rc;
+    /* MPI build: the ranks' last agreement on how the command ended (sl_mpi.h). */
+    return sl_mpi_finish(rc < 0 || rc > 2 ? 1 : rc, argv[1], line);
 }
