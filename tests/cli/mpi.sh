@@ -10,6 +10,12 @@
 #     killed run's temporary left behind: the same log;
 #   - a rank that fails (a corrupt shard it owns): exit 2 on every rank, one message naming the
 #     rank and the shard, no OUT.h5;
+#   - a rank killed by SIGKILL mid-measure: mpirun fails, no OUT.h5, and the rerun on another
+#     number of ranks resumes from the shards left and gives the serial log;
+#   - a rank that fails alone (a model missing on that rank only) while the others wait in a
+#     collective: the job ends with exit 2 and that rank's message (sl_mpi_finish), no hang;
+#   - run: the log value for value but its timings, --tokens-out line for line; analyze: stdout
+#     but its seconds column;
 #   - a command that is not distributed (theory) runs once, on rank 0.
 # SKIP (exit 0) where mpirun is not installed (make deps-mpi installs Open MPI).
 set -u
@@ -41,7 +47,9 @@ cat >"$T/h5cmp.py" <<'PY'
 # Two HDF5 logs: the same objects, every dataset equal (dtype, shape, each value exactly), every
 # attribute equal but created_utc (wall-clock time of the assembly).
 import sys, h5py, numpy as np
-SKIP = {"created_utc"}
+# Further names (datasets or attributes, by their last path component) to skip: argv[3:] (the
+# timings of a run log, which differ between any two runs).
+SKIP = {"created_utc"} | set(sys.argv[3:])
 def attrs(o): return {k: o.attrs[k] for k in o.attrs if k not in SKIP}
 def same(a, b):
     a, b = np.asarray(a), np.asarray(b)
@@ -58,13 +66,15 @@ for k in sorted(set(oa) & set(ob)):
     x, y = attrs(oa[k]), attrs(ob[k])
     if set(x) != set(y) or any(not same(x[i], y[i]) for i in x): bad.append("attributes of " + k)
     if isinstance(oa[k], h5py.Dataset):
+        if k.split("/")[-1] in SKIP: continue
         n += 1
         if not isinstance(ob[k], h5py.Dataset) or not same(oa[k][()], ob[k][()]): bad.append("dataset " + k)
 print("%d datasets %s" % (n, "equal" if not bad else "DIFFER: " + "; ".join(bad)))
 sys.exit(1 if bad else 0)
 PY
-h5same() { # name serial.h5 mpi.h5
-  local r; r=$(/usr/bin/python3 "$T/h5cmp.py" "$2" "$3" 2>&1) && ok "$1: $r" || bad "$1: $r"
+h5same() { # name serial.h5 mpi.h5 [names to skip...]
+  local name=$1; shift
+  local r; r=$(/usr/bin/python3 "$T/h5cmp.py" "$@" 2>&1) && ok "$name: $r" || bad "$name: $r"
 }
 
 # ---- mc and verify: stdout byte for byte, same exit status ----
@@ -120,6 +130,63 @@ if [ $rc -eq 2 ] && [ "$n_msg" -eq 1 ] && grep -q 'rank 1 of 2: .*shard-000001.h
   ok "failed rank: exit 2, one message naming rank 1 and its shard, no OUT.h5"
 else
   bad "failed rank: exit $rc, $n_msg messages, OUT.h5 $( [ -e "$T/f.h5" ] && echo present || echo absent): $(cat "$T/f.err")"
+fi
+
+# ---- run: the same sequences and tokens; the timings (their own, per rank) aside ----
+# A sweep over gamma 1..2 and the baseline, one prompt per shard: 21 sequences over 7 shards.
+RUN=(run --target tests/ref/gpt2_f32.safetensors --draft tests/ref/gpt2_f16.safetensors --prompt-ids "$T/ids.txt"
+     --tokens 6 --gamma 1:2 --shard-prompts 1 --cost-reps 1 --boot 50 --seed 3)
+TIMING=(wall_s draft_s verify_s sample_s v call_s c draft_step_s target_step_s)
+"$S" "${RUN[@]}" --out "$T/s1/run.h5" --tokens-out "$T/s1/run.tok" >/dev/null || bad "serial run"
+mpi 3 "${RUN[@]}" --out "$T/m3/run.h5" --tokens-out "$T/m3/run.tok" >/dev/null || bad "run -np 3: exit $?"
+h5same "run gpt2 fixtures -np 3 (timings aside)" "$T/s1/run.h5" "$T/m3/run.h5" "${TIMING[@]}"
+if cmp -s "$T/s1/run.tok" "$T/m3/run.tok" && [ -z "$(ls "$T/m3" | grep 'run.tok.rank-')" ]; then
+  ok "run -np 3: --tokens-out identical to the serial file ($(wc -l <"$T/s1/run.tok") lines), no rank parts left"
+else bad "run -np 3: --tokens-out differs from the serial file or parts were left"; fi
+
+# ---- analyze: the distribution pass split by chunks; every number identical (CSV, 17 digits)
+# but the summary's last column, its seconds ----
+"$S" analyze "$T/s1/syn.h5" --format csv | sed '3s/,[^,]*$//' >"$T/an.s"
+for n in 2 3; do
+  mpi "$n" analyze "$T/s1/syn.h5" --format csv | sed '3s/,[^,]*$//' >"$T/an.m"
+  [ -s "$T/an.s" ] && cmp -s "$T/an.s" "$T/an.m" && ok "analyze -np $n: stdout identical (the seconds aside)" \
+    || bad "analyze -np $n: stdout differs"
+done
+
+# ---- a rank killed (SIGKILL) in the middle of a measure: no OUT.h5; the rerun resumes ----
+KIL=(measure --synthetic noisy --vocab 600 --sequences 24 --tokens 80 --shard-sequences 1 --seed 8 --quiet)
+"$S" "${KIL[@]}" --out "$T/s1/kil.h5" >/dev/null || bad "serial measure (kill test)"
+mpi 3 "${KIL[@]}" --out "$T/kil.h5" >/dev/null 2>"$T/kil.err" &
+job=$!
+victim=""
+for _ in $(seq 1 300); do # up to 30 s: wait for rank 1's first shard, then find rank 1
+  if [ -e "$T/kil.h5.d/shard-000001.h5" ]; then
+    for pid in $(pgrep -f "speclab-mpi measure --synthetic noisy --vocab 600"); do
+      tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$pid
+    done
+    break
+  fi
+  sleep 0.1
+done
+[ -n "$victim" ] && kill -9 "$victim"
+wait "$job"; rc=$?
+if [ -n "$victim" ] && [ $rc -ne 0 ] && [ ! -e "$T/kil.h5" ]; then ok "rank 1 killed mid-run: mpirun exit $rc, no OUT.h5"
+else bad "rank 1 killed mid-run: victim '${victim}', exit $rc, OUT.h5 $( [ -e "$T/kil.h5" ] && echo present || echo absent)"; fi
+n_before=$(ls "$T/kil.h5.d" | grep -c '^shard-.*\.h5$')
+mpi 2 "${KIL[@]}" --out "$T/kil.h5" >/dev/null || bad "measure rerun after the kill: exit $?"
+h5same "measure rerun on 2 ranks after rank 1 was killed ($n_before of 24 shards kept)" "$T/s1/kil.h5" "$T/kil.h5"
+
+# ---- a rank that fails alone (its model does not load) while rank 0 waits: the job ends ----
+# Two programs in one job (mpirun A : B), so that only rank 1 is given a missing target. Rank 0
+# waits in the first agreement of measure; rank 1 gives up after SPECLAB_MPI_FAIL_WAIT_S seconds.
+FA=(measure --draft tests/ref/gpt2_f16.safetensors --prompt-ids "$T/ids.txt" --tokens 4 --out "$T/alone.h5" --quiet)
+SPECLAB_MPI_FAIL_WAIT_S=1 timeout 60 mpirun --oversubscribe -np 1 "$M" "${FA[@]}" --target tests/ref/gpt2_f32.safetensors \
+  : -np 1 "$M" "${FA[@]}" --target "$T/missing.safetensors" >"$T/alone.out" 2>"$T/alone.err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "^speclab measure: rank 1 of 2: --target .*missing.safetensors" "$T/alone.err" \
+   && [ ! -e "$T/alone.h5" ]; then
+  ok "a rank failing alone: the job ends (exit 2, no hang), its message names rank 1, no OUT.h5"
+else
+  bad "a rank failing alone: exit $rc (124 = hung): $(head -c 300 "$T/alone.err")"
 fi
 
 # ---- a command that is not distributed runs once ----
