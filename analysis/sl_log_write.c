@@ -311,35 +311,102 @@ static void set_d(table_w *t, size_t c, double v) { *(double *)slot(t, c) = v; }
 static int row_done(table_w *t) { return ++t->nbuf == t->chunk_rows ? table_w_flush(t) : SL_OK; }
 
 /* Appends n rows of src_group (a group with the same columns) to t, chunk-aligned. */
+/* Whether the shard's distribution datasets d (t's columns) are chunked as t's (same rows per
+ * chunk and width) and carry the same number of filters (0, or deflate), so that their stored
+ * chunks, with their filter masks, mean the same in t's datasets. */
+static int dist_chunks_match(const table_w *t, const hid_t *d)
+{
+    if (t->def->cols[0].type != T_DIST) return 0;
+    for (size_t c = 0; c < t->def->n_cols; c++) {
+        hid_t ps = H5Dget_create_plist(d[c]), pt = H5Dget_create_plist(t->cols[c].dset);
+        hsize_t cs[2] = {0, 0}, ct[2] = {0, 0};
+        int ok = ps >= 0 && pt >= 0 && H5Pget_chunk(ps, 2, cs) == 2 && H5Pget_chunk(pt, 2, ct) == 2 && cs[0] == ct[0] &&
+                 cs[1] == ct[1] && H5Pget_nfilters(ps) == H5Pget_nfilters(pt);
+        if (ps >= 0) H5Pclose(ps);
+        if (pt >= 0) H5Pclose(pt);
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+/* Copies the shard's chunk starting at row off (whole, in the shard) of every column of d to the
+ * end of t (whose buffer is empty), as stored: no inflate, no deflate. The bytes are the ones
+ * dist_flush wrote into the shard, so the reader's checks of each chunk apply as before. */
+static int dist_copy_chunk(table_w *t, const hid_t *d, size_t off)
+{
+    for (size_t c = 0; c < t->def->n_cols; c++) {
+        col_w *cw = &t->cols[c];
+        hsize_t src[2] = {off, 0}, dst[2] = {t->nrows, 0}, dims[2] = {t->nrows + t->chunk_rows, cw->width}, nb = 0;
+        uint32_t mask = 0;
+        if (H5Dget_chunk_storage_size(d[c], src, &nb) < 0 || nb == 0 ||
+            nb > t->chunk_rows * cw->width * cw->esize + 1024)
+            return sl_fail(SL_EINPUT, "shard chunk at row %zu of %s/%s has no valid size", off, t->def->group,
+                           t->def->cols[c].name);
+        if (t->zcap < nb) {
+            free(t->zbuf);
+            t->zcap = t->chunk_rows * cw->width * cw->esize + 1024;
+            if (!(t->zbuf = malloc(t->zcap))) return sl_fail(SL_EFAIL, "out of memory");
+        }
+        if (H5Dread_chunk(d[c], H5P_DEFAULT, src, &mask, t->zbuf) < 0)
+            return sl_fail(SL_EINPUT, "cannot read shard chunk at row %zu of %s/%s", off, t->def->group,
+                           t->def->cols[c].name);
+        if (H5Dset_extent(cw->dset, dims) < 0 || H5Dwrite_chunk(cw->dset, H5P_DEFAULT, mask, dst, nb, t->zbuf) < 0)
+            return sl_fail(SL_EFAIL, "writing %s/%s failed (disk full?)", t->def->group, t->def->cols[c].name);
+    }
+    t->nrows += t->chunk_rows;
+    return SL_OK;
+}
+
+/* Appends the n rows of a shard's table (src_group) to t. Each source dataset is opened once, with
+ * a chunk cache that holds its largest chunk, so that reading it in the pieces that fill t's
+ * chunks decodes (and checksums) every source chunk once, however the chunk boundaries fall. */
 static int table_w_append_from(table_w *t, hid_t src_group, size_t n)
 {
+    size_t nc = t->def->n_cols;
+    hid_t *d = malloc(nc * sizeof *d);
+    int rc = d ? SL_OK : sl_fail(SL_EFAIL, "out of memory");
+    for (size_t c = 0; c < nc && d; c++) d[c] = -1;
+    for (size_t c = 0; c < nc && !rc; c++) {
+        col_w *cw = &t->cols[c];
+        hid_t ap = H5Pcreate(H5P_DATASET_ACCESS);
+        /* a chunk of up to chunk_rows rows of width elements of up to 8 bytes, twice over */
+        size_t bytes = 2 * (t->chunk_rows + 1) * cw->width * 8;
+        if (ap >= 0) H5Pset_chunk_cache(ap, 521, bytes, 1.0);
+        d[c] = H5Dopen2(src_group, t->def->cols[c].name, ap >= 0 ? ap : H5P_DEFAULT);
+        if (ap >= 0) H5Pclose(ap);
+        if (d[c] < 0) rc = sl_fail(SL_EINPUT, "shard lacks %s/%s", t->def->group, t->def->cols[c].name);
+    }
+    const int raw_ok = !rc && dist_chunks_match(t, d);
     size_t off = 0;
-    while (off < n) {
+    while (off < n && !rc) {
+        if (raw_ok && t->nbuf == 0 && off % t->chunk_rows == 0 && n - off >= t->chunk_rows) {
+            rc = dist_copy_chunk(t, d, off);
+            off += t->chunk_rows;
+            continue;
+        }
         size_t m = t->chunk_rows - t->nbuf;
         if (m > n - off) m = n - off;
-        for (size_t c = 0; c < t->def->n_cols; c++) {
+        for (size_t c = 0; c < nc && !rc; c++) {
             col_w *cw = &t->cols[c];
-            hid_t d = H5Dopen2(src_group, t->def->cols[c].name, H5P_DEFAULT);
-            if (d < 0) return sl_fail(SL_EINPUT, "shard lacks %s/%s", t->def->group, t->def->cols[c].name);
             int rank = t->def->cols[c].type == T_DIST ? 2 : 1;
             hsize_t start[2] = {off, 0}, count[2] = {m, cw->width};
-            hid_t fs = H5Dget_space(d);
+            hid_t fs = H5Dget_space(d[c]);
             H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
             hid_t ms = H5Screate_simple(rank, count, NULL);
-            herr_t e = H5Dread(d, cw->ftype, ms, fs, H5P_DEFAULT, slot(t, c));
+            herr_t e = H5Dread(d[c], cw->ftype, ms, fs, H5P_DEFAULT, slot(t, c));
             H5Sclose(ms);
             H5Sclose(fs);
-            H5Dclose(d);
-            if (e < 0) return sl_fail(SL_EINPUT, "cannot read shard dataset %s/%s", t->def->group, t->def->cols[c].name);
+            if (e < 0) rc = sl_fail(SL_EINPUT, "cannot read shard dataset %s/%s", t->def->group, t->def->cols[c].name);
         }
+        if (rc) break;
         t->nbuf += m;
         off += m;
-        if (t->nbuf == t->chunk_rows) {
-            int rc = table_w_flush(t);
-            if (rc) return rc;
-        }
+        if (t->nbuf == t->chunk_rows) rc = table_w_flush(t);
     }
-    return SL_OK;
+    for (size_t c = 0; d && c < nc; c++)
+        if (d[c] >= 0) H5Dclose(d[c]);
+    free(d);
+    return rc;
 }
 
 /* ---- the writer ---- */
