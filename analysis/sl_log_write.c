@@ -185,20 +185,36 @@ static hid_t create_file(const char *path)
     return f;
 }
 
-static size_t dist_chunk_rows(size_t V, sl_log_dist d)
+/* Rows per distribution chunk: about 1 MiB of rows, and where it costs at most half of that, a
+ * divisor of shard_rows (the rows of a full shard, 0 if unknown), so that every full shard is
+ * whole chunks and the assembly copies them as stored (dist_copy_chunk). */
+static size_t dist_chunk_rows(size_t V, sl_log_dist d, size_t shard_rows)
 {
     size_t bytes = V * (d == SL_LOG_DIST_F16 ? 2 : 4);
     size_t r = (1u << 20) / (bytes ? bytes : 1); /* chunks of about 1 MiB */
-    return r < 1 ? 1 : r > 1024 ? 1024 : r;
+    r = r < 1 ? 1 : r > 1024 ? 1024 : r;
+    for (size_t k = r; shard_rows > 0 && k >= (r + 1) / 2; k--)
+        if (shard_rows % k == 0) return k;
+    return r;
+}
+
+/* The rows of a full shard of a measure log (a sequence has a row per new token unless it meets
+ * eos); 0 when unknown or absurd. */
+static size_t shard_rows(const sl_log_meta *m)
+{
+    if (m->kind != SL_LOG_MEASURE || m->tokens_per_sequence == 0 || m->shard_sequences == 0 ||
+        m->tokens_per_sequence > ((uint64_t)1 << 30) / m->shard_sequences)
+        return 0;
+    return (size_t)(m->tokens_per_sequence * m->shard_sequences);
 }
 
 static int table_w_create(table_w *t, hid_t file, const table_def *def, size_t V, sl_log_dist d, int level,
-                          int dist_level)
+                          int dist_level, size_t shard_rows)
 {
     memset(t, 0, sizeof *t);
     t->def = def;
     int is_dist = def->cols[0].type == T_DIST;
-    t->chunk_rows = is_dist ? dist_chunk_rows(V, d) : ROW_CHUNK;
+    t->chunk_rows = is_dist ? dist_chunk_rows(V, d, shard_rows) : ROW_CHUNK;
     t->dist_level = is_dist ? dist_level : 0;
     t->group = H5Gcreate2(file, def->group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     t->cols = calloc(def->n_cols, sizeof *t->cols);
@@ -646,7 +662,7 @@ int sl_log_shard_begin(sl_log_writer *w, size_t k)
             continue;
         }
         rc = table_w_create(&w->tables[w->n_tables++], w->file, &defs[i], w->meta.vocab_size, w->meta.dist,
-                            w->opts.deflate_level, w->opts.dist_level);
+                            w->opts.deflate_level, w->opts.dist_level, shard_rows(&w->meta));
     }
     w->shard_first = k * w->meta.shard_sequences;
     w->shard_nseq = 0;
@@ -793,7 +809,7 @@ int sl_log_set_costs(sl_log_writer *w, double c, double draft_step_s, double tar
     table_w t;
     memset(&t, 0, sizeof t);
     if (f < 0) rc = sl_fail(SL_EINPUT, "cannot write output %s", tmp);
-    if (!rc) rc = table_w_create(&t, f, &sl_log_costs_table, 1, SL_LOG_DIST_NONE, w->opts.deflate_level, 0);
+    if (!rc) rc = table_w_create(&t, f, &sl_log_costs_table, 1, SL_LOG_DIST_NONE, w->opts.deflate_level, 0, 0);
     for (size_t i = 0; !rc && i < count; i++) {
         set_i(&t, 0, n[i]);
         set_d(&t, 1, v[i]);
@@ -841,7 +857,7 @@ static int log_assemble(sl_log_writer *w, size_t n_shards)
     for (size_t i = 0; i < nt && !rc; i++)
         if (!(defs[i].optional && w->meta.dist == SL_LOG_DIST_NONE))
             rc = table_w_create(&tabs[i], f, &defs[i], w->meta.vocab_size, w->meta.dist, w->opts.deflate_level,
-                                w->opts.dist_level);
+                                w->opts.dist_level, shard_rows(&w->meta));
     int64_t nseq_total = 0;
     for (size_t k = 0; k < n_shards && !rc; k++) {
         char *p = shard_name(w, k);

@@ -2,7 +2,7 @@
 """The assembly of a measure log from its shards (analysis/sl_log_write.c, log_assemble), read back
 by h5py against the shards themselves (also read by h5py, concatenated in shard order): every
 table's every column equal, exactly. Two layouts: shards of exactly one distribution chunk each
-(rows per shard = chunk rows: the stored chunks are copied as they are, dist_copy_chunk), and
+(rows per shard a multiple of the chunk rows, which the writer picks so when it can: the stored chunks are copied as they are, dist_copy_chunk), and
 shards that end mid-chunk (rows re-buffered and re-encoded: table_w_append_from), for float32
 (chunks stored raw) and float16 (chunks deflated when that saves 10%)."""
 import os, subprocess, sys, tempfile
@@ -19,9 +19,11 @@ def check(ok, what):
         fail = 1
 
 with tempfile.TemporaryDirectory() as d:
-    # V = 2048: float32 rows of 8 KiB, chunks of 128 rows; float16 rows of 4 KiB, chunks of 256 rows.
-    for dist, tokens, label in [("float32", 128, "one chunk per shard"), ("float32", 100, "shards end mid-chunk"),
-                                ("float16", 256, "one chunk per shard"), ("float16", 90, "shards end mid-chunk")]:
+    # V = 2048: float32 rows of 8 KiB, chunks of about 1 MiB = 128 rows, or a divisor of the rows of
+    # a shard between 64 and 128 (100 rows: chunks of 100); 131 rows (prime): chunks of 128, and the
+    # shards end mid-chunk. float16: rows of 4 KiB, 256 rows, 257 (prime) ends mid-chunk.
+    for dist, tokens, label in [("float32", 100, "one chunk per shard"), ("float32", 131, "shards end mid-chunk"),
+                                ("float16", 256, "one chunk per shard"), ("float16", 257, "shards end mid-chunk")]:
         out = os.path.join(d, f"{dist}_{tokens}.h5")
         r = subprocess.run([S, "measure", "--synthetic", "tempered", "--vocab", "2048", "--sequences", "3",
                             "--tokens", str(tokens), "--shard-sequences", "1", "--dist", dist, "--seed", "3",
@@ -32,6 +34,9 @@ with tempfile.TemporaryDirectory() as d:
         shards = sorted(f for f in os.listdir(out + ".d") if f.startswith("shard-") and f.endswith(".h5"))
         with h5py.File(out, "r") as f:
             chunks = f["distributions/p"].chunks
+            aligned = tokens % chunks[0] == 0
+            check(aligned == (label == "one chunk per shard"),
+                  f"{dist}, {tokens} rows per shard: chunks of {chunks[0]} rows ({'' if aligned else 'not '}whole chunks)")
             bad, n = [], 0
             for g in ["distributions", "positions", "sequences", "prompts"]:
                 for c in f[g]:
