@@ -10,6 +10,7 @@
 #include <gsl/gsl_cdf.h>
 
 #include "sl_common.h"
+#include "sl_mpi.h"
 #include "sl_stats.h"
 #include "sl_verify_internal.h"
 
@@ -474,6 +475,23 @@ done:
     return rc;
 }
 
+/* The Monte Carlo p-value of test i (sl_stats_mc_multinomial_count, stream item i): its blocks of
+ * draws shared by the MPI ranks (every rank computes the same tests), on o->threads threads each,
+ * and the exceedances summed. Collective in the MPI build. */
+static int mc_pvalue(const sl_vtest *t, const sl_verify_opts *o, size_t i, double *p_ge, double *p_gt)
+{
+    size_t n_blocks = (o->mc_sims + SL_STATS_MC_BLOCK - 1) / SL_STATS_MC_BLOCK, lo, hi;
+    sl_mpi_share(n_blocks, &lo, &hi);
+    uint64_t c[2] = {0, 0}; /* exceedances: >=, > */
+    int rc = sl_stats_mc_multinomial_count(t->counts, t->pmf, t->k, o->mc_sims, o->seed, i, lo, hi, o->threads, &c[0],
+                                           &c[1]);
+    if ((rc = sl_mpi_status(rc))) return rc;
+    sl_mpi_sum_u64(c, 2);
+    *p_ge = (1.0 + (double)c[0]) / (1.0 + (double)o->mc_sims);
+    *p_gt = (double)c[1] / (1.0 + (double)o->mc_sims);
+    return SL_OK;
+}
+
 int sl_verify_finish(const sl_vtests *v, const sl_verify_opts *o, sl_verify_result *sum)
 {
     const size_t nt = v->n;
@@ -551,9 +569,7 @@ int sl_verify_finish(const sl_vtests *v, const sl_verify_opts *o, sl_verify_resu
                         goto done;
                     r->method = "exact";
                 } else {
-                    if ((rc = sl_stats_mc_multinomial_ext(t->counts, t->pmf, t->k, o->mc_sims, o->seed + i, &r->p_small,
-                                                          &p_gt)))
-                        goto done;
+                    if ((rc = mc_pvalue(t, o, i, &r->p_small, &p_gt))) goto done;
                     r->method = "monte-carlo";
                 }
                 r->p_value = r->p_small;
