@@ -544,9 +544,11 @@ static int count_block(void *ctx, int thread, size_t block, const int32_t *tok, 
     }
     tab[c->n_cells - 1] += tokens;
     if (c->o->two_sample) {
-        /* As many plain target tokens as the block emitted, from the block's own stream. */
+        /* As many plain target tokens as the block emitted, from the block's own stream: item b
+         * of a seed derived from (seed, SL_STREAM_TARGET, all ones), not (seed, SL_STREAM_TARGET,
+         * b) itself, which the sampler-match rule draws its target tokens from in block b. */
         sl_xoshiro g;
-        sl_xoshiro_seed(&g, c->o->seed, SL_STREAM_TARGET, block);
+        sl_xoshiro_seed(&g, sl_seed_derive(c->o->seed, SL_STREAM_TARGET, UINT64_MAX), SL_STREAM_TARGET, block);
         uint64_t *all_b = tab + c->off_b[c->ix.all];
         memset(blk, 0, sizeof blk);
         memset(blen, 0, sizeof blen);

@@ -30,7 +30,8 @@
  * deviation of TV >= tv_delta (on its pooled cells) at level level/m (Holm's first threshold).
  *
  * Two-sample mode compares the speculative stream with as many plain target samples (stream
- * SL_STREAM_TARGET; in sl_verify_run, block b's from item b): chi^2 homogeneity of single tokens
+ * SL_STREAM_TARGET; in sl_verify_run, block b's from (sl_seed_derive(seed, SL_STREAM_TARGET,
+ * UINT64_MAX), SL_STREAM_TARGET, b), apart from the sampler's own): chi^2 homogeneity of single tokens
  * and of pairs. It needs no pmf, only the ability to sample the target: the mode for real models.
  *
  * Memory and splitting: sl_verify_run keeps no tokens. Each block's tokens are counted as the

@@ -581,6 +581,8 @@ int sl_mc_run_blocks(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_block_fn o
     memset(res, 0, sizeof *res);
     if (o->iterations < 1) return sl_fail(SL_EINPUT, "iterations: %zu, expected >= 1", o->iterations);
     if (o->threads < 0) return sl_fail(SL_EINPUT, "threads: %d, expected >= 0", o->threads);
+    if (on_block && (o->tokens || o->n_emitted))
+        return sl_fail(SL_EINPUT, "Monte Carlo: a block callback and token arrays, expected one of them");
     const size_t V = pl->V, gamma = pl->gamma, N = o->iterations;
     const size_t n_blocks = (N + SL_MC_BLOCK - 1) / SL_MC_BLOCK;
     const int need_pcopy = pl->cfg.rule == SL_BUG_P_INPLACE;

@@ -159,9 +159,9 @@ int sl_mc_run_progress(const sl_mc_plan *plan, const sl_mc_opts *o, sl_progress_
  * thread and fails the run. */
 typedef int (*sl_mc_block_fn)(void *ctx, int thread, size_t block, const int32_t *tok, const uint8_t *nem, size_t n);
 
-/* sl_mc_run_progress with on_block (NULL: none) instead of, or besides, o->tokens: for callers that
- * count the tokens as they come in memory independent of the iterations (sl_verify_run). In the
- * MPI build each rank sees only its own blocks; o->tokens, if set, is still gathered. */
+/* sl_mc_run_progress with on_block (NULL: none) instead of o->tokens and o->n_emitted (which must
+ * then be NULL): for callers that count the tokens as they come, in memory independent of the
+ * iterations (sl_verify_run). In the MPI build each rank sees only its own blocks. */
 int sl_mc_run_blocks(const sl_mc_plan *plan, const sl_mc_opts *o, sl_mc_block_fn on_block, void *block_ctx,
                      sl_progress_fn progress, void *progress_ctx, sl_mc_result *res);
 

@@ -41,13 +41,13 @@ static int same_double(double a, double b)
     return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
 }
 
-/* Every field of two test rows, bit for bit. */
+/* Every field of two test rows, bit for bit, but the Holm adjustment (it depends on the other
+ * tests' p-values: pair and triple differ between the streaming and the stored path). */
 static void assert_same_test(const sl_verify_test *x, const sl_verify_test *y, const char *what)
 {
     cr_assert_str_eq(x->name, y->name, "%s", what);
     cr_assert_str_eq(x->method, y->method, "%s %s", what, x->name);
-    cr_assert(x->n == y->n && x->n_b == y->n_b && x->cells == y->cells && x->reject == y->reject &&
-                  x->degenerate == y->degenerate,
+    cr_assert(x->n == y->n && x->n_b == y->n_b && x->cells == y->cells && x->degenerate == y->degenerate,
               "%s: test %s counts (n %zu vs %zu)", what, x->name, x->n, y->n);
     const double a[] = {x->df, x->pearson, x->p_pearson, x->g, x->p_g, x->p_small, x->p_value, x->p_random,
                         x->tv, x->tv_lo, x->tv_hi, x->power, x->tv_90};
@@ -68,7 +68,8 @@ static void assert_same_result(const sl_verify_result *a, const sl_verify_result
               "%s: summary", what);
     for (size_t i = 0; i < a->n_rows; i++) {
         assert_same_test(&a->test[i], &b->test[i], what);
-        cr_assert(same_double(a->test[i].p_holm, b->test[i].p_holm), "%s: %s p_holm", what, a->test[i].name);
+        cr_assert(same_double(a->test[i].p_holm, b->test[i].p_holm) && a->test[i].reject == b->test[i].reject,
+                  "%s: %s p_holm", what, a->test[i].name);
     }
 }
 
