@@ -395,8 +395,8 @@ static int check_iteration(const int32_t *x, size_t k, int structured, size_t ga
         return sl_fail(SL_EINPUT, "verify: iteration %zu emitted %zu tokens, expected 1 to %zu", t, k, gamma + 1);
     for (size_t j = 0; j < k; j++)
         if (x[j] < 0 || (size_t)x[j] >= V)
-            return sl_fail(SL_EINPUT, "verify: %s %zu emitted token %d outside [0, %zu)", structured ? "iteration" : "token",
-                           t, x[j], V);
+            return sl_fail(SL_EINPUT, "verify: %s %zu emitted token %d outside [0, %zu)",
+                           structured ? "iteration" : "token", t, x[j], V);
     return SL_OK;
 }
 
@@ -568,7 +568,8 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_verify_res
     const int iid = sl_mc_plan_layout(plan) == SL_MC_IID;
     if (sl_mc_plan_layout(plan) == SL_MC_SLIDING)
         return sl_fail(SL_EINPUT, "verify: a sliding (logged) source has no known joint target pmf");
-    if (o->two_sample && !iid) return sl_fail(SL_EINPUT, "two_sample: needs a family with the same pair at every position");
+    if (o->two_sample && !iid)
+        return sl_fail(SL_EINPUT, "two_sample: needs a family with the same pair at every position");
     if (o->threads < 0) return sl_fail(SL_EINPUT, "threads: %d, expected >= 0", o->threads);
     sl_verify_result *sum = sl_verify_result_new();
     sl_vtests v = {0};
