@@ -303,11 +303,12 @@ static int add_stream_tests(sl_vtests *v, const sl_mc_plan *plan, const sl_verif
     return SL_OK;
 }
 
-/* Counts a token into the stream tests' tables: all (V), and the non-overlapping m-blocks of the
- * stream, joint[m] (V^m) or NULL when absent; blk/blen hold the m-block being filled. */
+/* Counts a token into the stream tests' tables: all (V; NULL: not counted here), and the
+ * non-overlapping m-blocks of the stream, joint[m] (V^m) or NULL when absent; blk/blen hold the
+ * m-block being filled. */
 static void count_stream(uint64_t *all, uint64_t *const joint[4], size_t V, size_t x, size_t blk[4], size_t blen[4])
 {
-    all[x]++;
+    if (all) all[x]++;
     for (int m = 2; m <= 3; m++) {
         if (!joint[m]) continue;
         blk[m] = blk[m] * V + x;
@@ -530,6 +531,10 @@ static int count_block(void *ctx, int thread, size_t block, const int32_t *tok, 
             joint[m] = tab + c->off[c->ix.joint[m]];
             joint_b[m] = tab + c->off_b[c->ix.joint[m]];
         }
+    /* With the positional tests, "all" is their sum (added up at the end): every emitted token is
+     * the first, a token_k or the bonus exactly once. Half the increments, in tables that miss the
+     * cache at a large vocabulary. */
+    uint64_t *all = c->o->two_sample && iid ? cnt[c->ix.all] : NULL;
     size_t blk[4] = {0}, blen[4] = {0};
     uint64_t tokens = 0;
     for (size_t j = 0; j < n; j++) {
@@ -540,7 +545,7 @@ static int count_block(void *ctx, int thread, size_t block, const int32_t *tok, 
         tokens += k;
         if (!c->o->two_sample) count_positions(&c->ix, cnt, iid, gamma, x, k);
         if (iid)
-            for (size_t i = 0; i < k; i++) count_stream(cnt[c->ix.all], joint, V, (size_t)x[i], blk, blen);
+            for (size_t i = 0; i < k; i++) count_stream(all, joint, V, (size_t)x[i], blk, blen);
     }
     tab[c->n_cells - 1] += tokens;
     if (c->o->two_sample) {
@@ -606,6 +611,13 @@ int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_verify_res
     for (int th = 1; th < c.threads; th++)
         for (size_t j = 0; j < c.n_cells; j++) c.tab[j] += c.tab[(size_t)th * c.n_cells + j];
     sl_mpi_sum_u64(c.tab, c.n_cells);
+    if (iid && !o->two_sample) {
+        /* all = first + token_2 + ... + token_gamma + bonus (count_block). */
+        const size_t V = sl_mc_plan_vocab(plan);
+        uint64_t *all = c.tab + c.off[c.ix.all];
+        for (size_t i = c.ix.first; i <= c.ix.bonus; i++)
+            for (size_t x = 0; x < V; x++) all[x] += c.tab[c.off[i] + x];
+    }
     for (size_t i = 0; i < v.n; i++) {
         memcpy(v.t[i].counts, c.tab + c.off[i], v.t[i].k * sizeof *c.tab);
         if (v.t[i].counts_b) memcpy(v.t[i].counts_b, c.tab + c.off_b[i], v.t[i].k * sizeof *c.tab);
