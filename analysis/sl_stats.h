@@ -61,7 +61,8 @@ int sl_stats_exact_multinomial_ext(const uint64_t *counts, const double *pmf, si
 double sl_stats_multinomial_outcomes(uint64_t n, size_t k);
 
 /* Monte Carlo multinomial p-value for the unpooled Pearson statistic: (1 + #{X^2_sim >= X^2_obs})
- * / (1 + n_sim) with n_sim multinomial samples drawn from pmf on stream SL_STREAM_BOOT of seed.
+ * / (1 + n_sim) with n_sim multinomial samples drawn from pmf (sl_stats_mc_multinomial_count,
+ * item 0, every block, OpenMP's default threads: the same value for any thread count).
  * Valid (never anti-conservative) at any n. */
 int sl_stats_mc_multinomial(const uint64_t *counts, const double *pmf, size_t k, size_t n_sim, uint64_t seed,
                             double *p_value);
@@ -69,6 +70,19 @@ int sl_stats_mc_multinomial(const uint64_t *counts, const double *pmf, size_t k,
 /* The same, also returning #{X^2_sim > X^2_obs} / (1 + n_sim) in *p_gt. */
 int sl_stats_mc_multinomial_ext(const uint64_t *counts, const double *pmf, size_t k, size_t n_sim, uint64_t seed,
                                 double *p_value, double *p_gt);
+/* Draws per block of randomness of the Monte Carlo multinomial. Part of what a seed means. */
+#define SL_STATS_MC_BLOCK 256
+
+/* The exceedance counts behind the Monte Carlo p-value, for the draws of blocks [b_lo, b_hi)
+ * (block b: draws b SL_STATS_MC_BLOCK .. up to n_sim) on `threads` OpenMP threads (0: default):
+ * *ge = #{X^2_sim >= X^2_obs}, *gt = #{X^2_sim > X^2_obs} (ties within a relative 1e-9). Block b
+ * draws from the stream (sl_seed_derive(seed, SL_STREAM_BOOT, item), SL_STREAM_BOOT, b) alone, so
+ * the counts of disjoint block ranges add up exactly to those of the whole, whoever computes them
+ * (threads, MPI ranks). A draw of n over the m categories of positive probability costs O(n) (n
+ * alias draws) when n <= 8 m, else O(m) (gsl_ran_multinomial: conditional binomials). Zero counts
+ * when an observation falls on a category of probability 0 (the p-value is then 0). */
+int sl_stats_mc_multinomial_count(const uint64_t *counts, const double *pmf, size_t k, size_t n_sim, uint64_t seed,
+                                  uint64_t item, size_t b_lo, size_t b_hi, int threads, uint64_t *ge, uint64_t *gt);
 /* Randomized p-value p_gt + u (p_ge - p_gt), u ~ U(0,1): exactly U(0,1) under the null for a
  * discrete test statistic (the exact test) and nearly so for the Monte Carlo one, where the
  * conventional P(>=) is discrete and conservative. For checking uniformity, not for decisions. */

@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include <gsl/gsl_cdf.h>
+#include <omp.h>
 
 #include "sl_common.h"
+#include "sl_mpi.h"
 #include "sl_stats.h"
 #include "sl_verify_internal.h"
 
@@ -270,26 +272,6 @@ static int check_opts(const sl_verify_opts *o)
     return SL_OK;
 }
 
-int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_verify_result **out)
-{
-    *out = NULL;
-    int rc = check_opts(o);
-    if (rc) return rc;
-    const size_t gamma = sl_mc_plan_gamma(plan), N = o->iterations;
-    if (sl_mc_plan_layout(plan) == SL_MC_SLIDING)
-        return sl_fail(SL_EINPUT, "verify: a sliding (logged) source has no known joint target pmf");
-    int32_t *tok = sl_malloc(N * (gamma + 1) * sizeof *tok); /* (N, gamma+1) */
-    uint8_t *nem = sl_malloc(N);                             /* (N) */
-    if (!tok || !nem) rc = sl_fail(SL_EFAIL, "out of memory allocating the verify run");
-    sl_mc_opts mo = {N, o->seed, o->threads, tok, nem, 1}; /* the sampler's own code */
-    sl_mc_result res;
-    if (!rc) rc = sl_mc_run_progress(plan, &mo, o->progress, o->progress_ctx, &res);
-    if (!rc) rc = sl_verify_samples(plan, tok, nem, N, o, out);
-    free(tok);
-    free(nem);
-    return rc;
-}
-
 /* The stream tests (all, pair, triple) of an i.i.d. pair, as goodness of fit or, in two-sample
  * mode, homogeneity against plain target draws added later. idx_joint[m] = SIZE_MAX when absent. */
 static int add_stream_tests(sl_vtests *v, const sl_mc_plan *plan, const sl_verify_opts *o, size_t *idx_all,
@@ -321,23 +303,21 @@ static int add_stream_tests(sl_vtests *v, const sl_mc_plan *plan, const sl_verif
     return SL_OK;
 }
 
-/* Counts a token into the stream tests: all, and the non-overlapping m-blocks. */
-static void count_stream(sl_vtests *v, size_t idx_all, const size_t idx_joint[4], size_t V, size_t x,
-                         uint64_t *(*which)(sl_vtest *), size_t blk[4], size_t blen[4])
+/* Counts a token into the stream tests' tables: all (V; NULL: not counted here), and the
+ * non-overlapping m-blocks of the stream, joint[m] (V^m) or NULL when absent; blk/blen hold the
+ * m-block being filled. */
+static void count_stream(uint64_t *all, uint64_t *const joint[4], size_t V, size_t x, size_t blk[4], size_t blen[4])
 {
-    which(&v->t[idx_all])[x]++;
+    if (all) all[x]++;
     for (int m = 2; m <= 3; m++) {
-        if (idx_joint[m] == SIZE_MAX) continue;
+        if (!joint[m]) continue;
         blk[m] = blk[m] * V + x;
         if (++blen[m] == (size_t)m) {
-            which(&v->t[idx_joint[m]])[blk[m]]++;
+            joint[m][blk[m]]++;
             blk[m] = blen[m] = 0;
         }
     }
 }
-
-static uint64_t *counts_a(sl_vtest *t) { return t->counts; }
-static uint64_t *counts_b(sl_vtest *t) { return t->counts_b; }
 
 /* The lenient rules' bound freq(x) <= p(x)/l from the "all" counts (sl_verify.h). */
 static int lenience_bound(const sl_mc_plan *plan, const uint64_t *all, sl_verify_result *sum)
@@ -368,6 +348,85 @@ static int lenience_bound(const sl_mc_plan *plan, const uint64_t *all, sl_verify
     return SL_OK;
 }
 
+/* Where each test sits in the list (SIZE_MAX: absent). */
+typedef struct {
+    size_t first, k, bonus, rej; /* first; token_2 .. token_gamma from k; bonus; after_rejection[_1] from rej */
+    size_t all, joint[4];        /* stream tests; joint[2] pair, joint[3] triple */
+} vidx;
+
+/* The tests of sl_verify.h for plan, in their report order: the positional tests when structured
+ * and not two-sample, the stream tests when i.i.d. */
+static int add_tests(sl_vtests *v, const sl_mc_plan *plan, const sl_verify_opts *o, int structured, vidx *ix)
+{
+    const size_t V = sl_mc_plan_vocab(plan), gamma = sl_mc_plan_gamma(plan);
+    const sl_spec_config *cfg = sl_mc_plan_config(plan);
+    const int iid = sl_mc_plan_layout(plan) == SL_MC_IID;
+    *ix = (vidx){SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX}};
+    if (!o->two_sample && structured) {
+        sl_vtest *t;
+        char name[32];
+        ix->first = v->n;
+        if (!(t = sl_vtests_add(v, "first", "target", V, 1, 0))) return SL_EFAIL;
+        sl_verify_null_target(cfg, sl_mc_plan_p(plan, 0), V, t->pmf);
+        ix->k = v->n;
+        for (size_t k = 2; k <= gamma; k++) {
+            snprintf(name, sizeof name, "token_%zu", k);
+            if (!(t = sl_vtests_add(v, name, "target", V, 1, 0))) return SL_EFAIL;
+            sl_verify_null_target(cfg, sl_mc_plan_p(plan, iid ? 0 : k - 1), V, t->pmf);
+        }
+        ix->bonus = v->n;
+        if (!(t = sl_vtests_add(v, "bonus", "target", V, 1, 0))) return SL_EFAIL;
+        sl_verify_null_target(cfg, sl_mc_plan_p(plan, iid ? 0 : gamma), V, t->pmf);
+        ix->rej = v->n;
+        for (size_t k = 1; k <= (iid ? 1 : gamma); k++) {
+            if (iid) snprintf(name, sizeof name, "after_rejection");
+            else snprintf(name, sizeof name, "after_rejection_%zu", k);
+            if (!(t = sl_vtests_add(v, name, sl_verify_null_rejection_name(cfg), V, 1, 0))) return SL_EFAIL;
+            sl_verify_null_rejection(cfg, sl_mc_plan_p(plan, iid ? 0 : k - 1), sl_mc_plan_q(plan, iid ? 0 : k - 1), V,
+                                     t->pmf);
+        }
+    }
+    return iid ? add_stream_tests(v, plan, o, &ix->all, ix->joint) : SL_OK;
+}
+
+/* An iteration's k tokens x (or one token of a plain stream): k in 1..gamma+1, every token in [0, V). */
+static int check_iteration(const int32_t *x, size_t k, int structured, size_t gamma, size_t V, size_t t)
+{
+    if (structured && (k < 1 || k > gamma + 1))
+        return sl_fail(SL_EINPUT, "verify: iteration %zu emitted %zu tokens, expected 1 to %zu", t, k, gamma + 1);
+    for (size_t j = 0; j < k; j++)
+        if (x[j] < 0 || (size_t)x[j] >= V)
+            return sl_fail(SL_EINPUT, "verify: %s %zu emitted token %d outside [0, %zu)",
+                           structured ? "iteration" : "token", t, x[j], V);
+    return SL_OK;
+}
+
+/* Counts an iteration's k tokens x into the positional tests: cnt[i] is test i's table. */
+static void count_positions(const vidx *ix, uint64_t *const *cnt, int iid, size_t gamma, const int32_t *x, size_t k)
+{
+    cnt[ix->first][x[0]]++;
+    for (size_t j = 2; j <= k && j <= gamma; j++) cnt[ix->k + j - 2][x[j - 1]]++;
+    if (k == gamma + 1) cnt[ix->bonus][x[gamma]]++;
+    else cnt[ix->rej + (iid ? 0 : k - 1)][x[k - 1]]++;
+}
+
+/* The alias table of the plain target (argmax p for lenient-t0); NULL and sl_fail on failure. */
+static sl_alias *target_alias(const sl_mc_plan *plan)
+{
+    const size_t V = sl_mc_plan_vocab(plan);
+    sl_alias *pal = sl_alias_alloc(V);
+    double *tp = sl_malloc(V * sizeof *tp);
+    if (!pal || !tp) {
+        free(tp);
+        sl_alias_free(pal);
+        return NULL;
+    }
+    sl_verify_null_target(sl_mc_plan_config(plan), sl_mc_plan_p(plan, 0), V, tp);
+    sl_alias_build(pal, tp);
+    free(tp);
+    return pal;
+}
+
 int sl_verify_samples(const sl_mc_plan *plan, const int32_t *tok, const uint8_t *nem, size_t n,
                       const sl_verify_opts *o, sl_verify_result **out)
 {
@@ -393,77 +452,43 @@ int sl_verify_samples(const sl_mc_plan *plan, const int32_t *tok, const uint8_t 
     sum->level = o->level;
     sum->tv_delta = o->tv_delta;
     /* ---- tests ---- */
-    size_t idx_k = 0, idx_bonus = 0, idx_rej = 0, idx_all = SIZE_MAX, idx_joint[4] = {0, 0, SIZE_MAX, SIZE_MAX};
-    if (!o->two_sample && structured) {
-        sl_vtest *t;
-        char name[32];
-        if (!(t = sl_vtests_add(&v, "first", "target", V, 1, 0))) { rc = SL_EFAIL; goto done; }
-        sl_verify_null_target(cfg, sl_mc_plan_p(plan, 0), V, t->pmf);
-        idx_k = v.n;
-        for (size_t k = 2; k <= gamma; k++) {
-            snprintf(name, sizeof name, "token_%zu", k);
-            if (!(t = sl_vtests_add(&v, name, "target", V, 1, 0))) { rc = SL_EFAIL; goto done; }
-            sl_verify_null_target(cfg, sl_mc_plan_p(plan, iid ? 0 : k - 1), V, t->pmf);
-        }
-        idx_bonus = v.n;
-        if (!(t = sl_vtests_add(&v, "bonus", "target", V, 1, 0))) { rc = SL_EFAIL; goto done; }
-        sl_verify_null_target(cfg, sl_mc_plan_p(plan, iid ? 0 : gamma), V, t->pmf);
-        idx_rej = v.n;
-        for (size_t k = 1; k <= (iid ? 1 : gamma); k++) {
-            if (iid) snprintf(name, sizeof name, "after_rejection");
-            else snprintf(name, sizeof name, "after_rejection_%zu", k);
-            if (!(t = sl_vtests_add(&v, name, sl_verify_null_rejection_name(cfg), V, 1, 0))) { rc = SL_EFAIL; goto done; }
-            sl_verify_null_rejection(cfg, sl_mc_plan_p(plan, iid ? 0 : k - 1), sl_mc_plan_q(plan, iid ? 0 : k - 1), V, t->pmf);
-        }
-    }
-    if (iid && (rc = add_stream_tests(&v, plan, o, &idx_all, idx_joint))) goto done;
+    vidx ix;
+    if ((rc = add_tests(&v, plan, o, structured, &ix))) goto done;
     /* ---- counts: iterations in order, so the concatenated stream does not depend on threads ---- */
     size_t blk[4] = {0}, blen[4] = {0};
-    uint64_t tokens = 0;
+    uint64_t tokens = 0, *joint[4] = {NULL, NULL, NULL, NULL}, *joint_b[4] = {NULL, NULL, NULL, NULL};
+    uint64_t *cnt[MAX_TESTS];
+    for (size_t i = 0; i < v.n && i < MAX_TESTS; i++) cnt[i] = v.t[i].counts;
+    for (int m = 2; m <= 3; m++)
+        if (ix.joint[m] != SIZE_MAX) {
+            joint[m] = v.t[ix.joint[m]].counts;
+            joint_b[m] = v.t[ix.joint[m]].counts_b;
+        }
     for (size_t t = 0; t < n; t++) {
         const int32_t *x = structured ? tok + t * (gamma + 1) : tok + t;
         size_t k = structured ? nem[t] : 1;
-        if (structured && (k < 1 || k > gamma + 1)) {
-            rc = sl_fail(SL_EINPUT, "verify: iteration %zu emitted %zu tokens, expected 1 to %zu", t, k, gamma + 1);
-            goto done;
-        }
-        for (size_t j = 0; j < k; j++)
-            if (x[j] < 0 || (size_t)x[j] >= V) {
-                rc = sl_fail(SL_EINPUT, "verify: %s %zu emitted token %d outside [0, %zu)",
-                             structured ? "iteration" : "token", t, x[j], V);
-                goto done;
-            }
+        if ((rc = check_iteration(x, k, structured, gamma, V, t))) goto done;
         tokens += k;
-        if (!o->two_sample && structured) {
-            v.t[0].counts[x[0]]++;
-            for (size_t j = 2; j <= k && j <= gamma; j++) v.t[idx_k + j - 2].counts[x[j - 1]]++;
-            if (k == gamma + 1) v.t[idx_bonus].counts[x[gamma]]++;
-            else v.t[idx_rej + (iid ? 0 : k - 1)].counts[x[k - 1]]++;
-        }
+        if (!o->two_sample && structured) count_positions(&ix, cnt, iid, gamma, x, k);
         if (iid)
-            for (size_t j = 0; j < k; j++) count_stream(&v, idx_all, idx_joint, V, (size_t)x[j], counts_a, blk, blen);
+            for (size_t j = 0; j < k; j++) count_stream(v.t[ix.all].counts, joint, V, (size_t)x[j], blk, blen);
     }
     sum->tokens = tokens;
     if (o->two_sample) {
         /* As many plain target tokens as the sample holds, one generator read in order. */
         tr = sl_rng_alloc(o->seed, SL_STREAM_TARGET, UINT64_MAX);
-        pal = sl_alias_alloc(V);
-        double *tp = sl_malloc(V * sizeof *tp);
-        if (!tr || !pal || !tp) {
-            free(tp);
+        pal = target_alias(plan);
+        if (!tr || !pal) {
             rc = SL_EFAIL;
             goto done;
         }
-        sl_verify_null_target(cfg, sl_mc_plan_p(plan, 0), V, tp); /* lenient-t0: the target is argmax p */
-        sl_alias_build(pal, tp);
-        free(tp);
         memset(blk, 0, sizeof blk);
         memset(blen, 0, sizeof blen);
         for (uint64_t i = 0; i < tokens; i++)
-            count_stream(&v, idx_all, idx_joint, V, sl_alias_sample(pal, tr), counts_b, blk, blen);
+            count_stream(v.t[ix.all].counts_b, joint_b, V, sl_alias_sample(pal, tr), blk, blen);
     }
     if ((rc = sl_verify_finish(&v, o, sum))) goto done;
-    if (iid && !o->two_sample && (rc = lenience_bound(plan, v.t[idx_all].counts, sum))) goto done;
+    if (iid && !o->two_sample && (rc = lenience_bound(plan, v.t[ix.all].counts, sum))) goto done;
     *out = sum;
     sum = NULL;
 done:
@@ -472,6 +497,159 @@ done:
     if (tr) gsl_rng_free(tr);
     sl_alias_free(pal);
     return rc;
+}
+
+/* sl_verify_run's counting: every test's counts in one flat table per thread, filled block by
+ * block as the sampler emits (sl_mc_run_blocks), summed over threads and MPI ranks at the end. */
+typedef struct {
+    const sl_mc_plan *plan;
+    const sl_verify_opts *o;
+    vidx ix;
+    size_t n_tests;
+    size_t off[MAX_TESTS], off_b[MAX_TESTS]; /* test i's counts (counts_b) at tab + off[i] (off_b[i]) */
+    size_t n_cells;          /* per thread */
+    uint64_t *tab;           /* (threads, n_cells) counts; [n_cells - 1] the tokens emitted */
+    int threads;
+    const sl_alias *pal;     /* two-sample: the plain target */
+} vstream;
+
+/* One block of iterations into the calling thread's table. The stream tests read the block's
+ * tokens in order and start their m-blocks afresh at the block's first token: a restart point
+ * fixed in advance (every SL_MC_BLOCK iterations), which keeps the m-blocks independent draws of
+ * p x p (x p) under the null and makes the counts a sum over blocks. */
+static int count_block(void *ctx, int thread, size_t block, const int32_t *tok, const uint8_t *nem, size_t n)
+{
+    vstream *c = ctx;
+    const size_t V = sl_mc_plan_vocab(c->plan), gamma = sl_mc_plan_gamma(c->plan);
+    const int iid = sl_mc_plan_layout(c->plan) == SL_MC_IID;
+    if (thread < 0 || thread >= c->threads) return sl_fail(SL_EFAIL, "verify: thread %d of %d", thread, c->threads);
+    uint64_t *tab = c->tab + (size_t)thread * c->n_cells;
+    uint64_t *cnt[MAX_TESTS], *joint[4] = {NULL, NULL, NULL, NULL}, *joint_b[4] = {NULL, NULL, NULL, NULL};
+    for (size_t i = 0; i < c->n_tests; i++) cnt[i] = tab + c->off[i];
+    for (int m = 2; m <= 3; m++)
+        if (c->ix.joint[m] != SIZE_MAX) {
+            joint[m] = tab + c->off[c->ix.joint[m]];
+            joint_b[m] = tab + c->off_b[c->ix.joint[m]];
+        }
+    /* With the positional tests, "all" is their sum (added up at the end): every emitted token is
+     * the first, a token_k or the bonus exactly once. Half the increments, in tables that miss the
+     * cache at a large vocabulary. */
+    uint64_t *all = c->o->two_sample && iid ? cnt[c->ix.all] : NULL;
+    size_t blk[4] = {0}, blen[4] = {0};
+    uint64_t tokens = 0;
+    for (size_t j = 0; j < n; j++) {
+        const int32_t *x = tok + j * (gamma + 1);
+        size_t k = nem[j];
+        int rc = check_iteration(x, k, 1, gamma, V, block * SL_MC_BLOCK + j);
+        if (rc) return rc;
+        tokens += k;
+        if (!c->o->two_sample) count_positions(&c->ix, cnt, iid, gamma, x, k);
+        if (iid)
+            for (size_t i = 0; i < k; i++) count_stream(all, joint, V, (size_t)x[i], blk, blen);
+    }
+    tab[c->n_cells - 1] += tokens;
+    if (c->o->two_sample) {
+        /* As many plain target tokens as the block emitted, from the block's own stream: item b
+         * of a seed derived from (seed, SL_STREAM_TARGET, all ones), not (seed, SL_STREAM_TARGET,
+         * b) itself, which the sampler-match rule draws its target tokens from in block b. */
+        sl_xoshiro g;
+        sl_xoshiro_seed(&g, sl_seed_derive(c->o->seed, SL_STREAM_TARGET, UINT64_MAX), SL_STREAM_TARGET, block);
+        uint64_t *all_b = tab + c->off_b[c->ix.all];
+        memset(blk, 0, sizeof blk);
+        memset(blen, 0, sizeof blen);
+        for (uint64_t i = 0; i < tokens; i++)
+            count_stream(all_b, joint_b, V, sl_alias_sample_u(c->pal, sl_xoshiro_uniform53(&g)), blk, blen);
+    }
+    return SL_OK;
+}
+
+int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_verify_result **out)
+{
+    *out = NULL;
+    int rc = check_opts(o);
+    if (rc) return rc;
+    const size_t N = o->iterations;
+    const sl_spec_config *cfg = sl_mc_plan_config(plan);
+    const int iid = sl_mc_plan_layout(plan) == SL_MC_IID;
+    if (sl_mc_plan_layout(plan) == SL_MC_SLIDING)
+        return sl_fail(SL_EINPUT, "verify: a sliding (logged) source has no known joint target pmf");
+    if (o->two_sample && !iid)
+        return sl_fail(SL_EINPUT, "two_sample: needs a family with the same pair at every position");
+    if (o->threads < 0) return sl_fail(SL_EINPUT, "threads: %d, expected >= 0", o->threads);
+    sl_verify_result *sum = sl_verify_result_new();
+    sl_vtests v = {0};
+    vstream c = {.plan = plan, .o = o, .threads = o->threads > 0 ? o->threads : omp_get_max_threads()};
+    sl_alias *pal = NULL;
+    if (!sum) return SL_EFAIL;
+    sum->rule = cfg->rule;
+    sum->lenience = cfg->lenience;
+    sum->iterations = N;
+    sum->level = o->level;
+    sum->tv_delta = o->tv_delta;
+    if ((rc = add_tests(&v, plan, o, 1, &c.ix))) goto done;
+    c.n_tests = v.n;
+    for (size_t i = 0; i < v.n; i++) {
+        c.off[i] = c.n_cells;
+        c.n_cells += v.t[i].k;
+        c.off_b[i] = c.n_cells;
+        if (v.t[i].counts_b) c.n_cells += v.t[i].k;
+    }
+    c.n_cells++; /* the tokens emitted */
+    if (o->two_sample && !(c.pal = pal = target_alias(plan))) {
+        rc = SL_EFAIL;
+        goto done;
+    }
+    c.tab = calloc((size_t)c.threads * c.n_cells, sizeof *c.tab);
+    if (!c.tab) {
+        rc = sl_fail(SL_EFAIL, "out of memory allocating the verify counts (%d threads x %zu)", c.threads, c.n_cells);
+        goto done;
+    }
+    sl_mc_opts mo = {N, o->seed, c.threads, NULL, NULL, 1}; /* the sampler's own code */
+    sl_mc_result res;
+    if ((rc = sl_mc_run_blocks(plan, &mo, count_block, &c, o->progress, o->progress_ctx, &res))) goto done;
+    /* Integer sums over threads, then over MPI ranks: exact in any order. */
+    for (int th = 1; th < c.threads; th++)
+        for (size_t j = 0; j < c.n_cells; j++) c.tab[j] += c.tab[(size_t)th * c.n_cells + j];
+    sl_mpi_sum_u64(c.tab, c.n_cells);
+    if (iid && !o->two_sample) {
+        /* all = first + token_2 + ... + token_gamma + bonus (count_block). */
+        const size_t V = sl_mc_plan_vocab(plan);
+        uint64_t *all = c.tab + c.off[c.ix.all];
+        for (size_t i = c.ix.first; i <= c.ix.bonus; i++)
+            for (size_t x = 0; x < V; x++) all[x] += c.tab[c.off[i] + x];
+    }
+    for (size_t i = 0; i < v.n; i++) {
+        memcpy(v.t[i].counts, c.tab + c.off[i], v.t[i].k * sizeof *c.tab);
+        if (v.t[i].counts_b) memcpy(v.t[i].counts_b, c.tab + c.off_b[i], v.t[i].k * sizeof *c.tab);
+    }
+    sum->tokens = c.tab[c.n_cells - 1];
+    if ((rc = sl_verify_finish(&v, o, sum))) goto done;
+    if (iid && !o->two_sample && (rc = lenience_bound(plan, v.t[c.ix.all].counts, sum))) goto done;
+    *out = sum;
+    sum = NULL;
+done:
+    sl_verify_result_free(sum);
+    sl_vtests_free(&v);
+    sl_alias_free(pal);
+    free(c.tab);
+    return rc;
+}
+
+/* The Monte Carlo p-value of test i (sl_stats_mc_multinomial_count, stream item i): its blocks of
+ * draws shared by the MPI ranks (every rank computes the same tests), on o->threads threads each,
+ * and the exceedances summed. Collective in the MPI build. */
+static int mc_pvalue(const sl_vtest *t, const sl_verify_opts *o, size_t i, double *p_ge, double *p_gt)
+{
+    size_t n_blocks = (o->mc_sims + SL_STATS_MC_BLOCK - 1) / SL_STATS_MC_BLOCK, lo, hi;
+    sl_mpi_share(n_blocks, &lo, &hi);
+    uint64_t c[2] = {0, 0}; /* exceedances: >=, > */
+    int rc = sl_stats_mc_multinomial_count(t->counts, t->pmf, t->k, o->mc_sims, o->seed, i, lo, hi, o->threads, &c[0],
+                                           &c[1]);
+    if ((rc = sl_mpi_status(rc))) return rc;
+    sl_mpi_sum_u64(c, 2);
+    *p_ge = (1.0 + (double)c[0]) / (1.0 + (double)o->mc_sims);
+    *p_gt = (double)c[1] / (1.0 + (double)o->mc_sims);
+    return SL_OK;
 }
 
 int sl_verify_finish(const sl_vtests *v, const sl_verify_opts *o, sl_verify_result *sum)
@@ -551,9 +729,7 @@ int sl_verify_finish(const sl_vtests *v, const sl_verify_opts *o, sl_verify_resu
                         goto done;
                     r->method = "exact";
                 } else {
-                    if ((rc = sl_stats_mc_multinomial_ext(t->counts, t->pmf, t->k, o->mc_sims, o->seed + i, &r->p_small,
-                                                          &p_gt)))
-                        goto done;
+                    if ((rc = mc_pvalue(t, o, i, &r->p_small, &p_gt))) goto done;
                     r->method = "monte-carlo";
                 }
                 r->p_value = r->p_small;

@@ -13,7 +13,10 @@
  *                    to do), p (1 - q) normalised (sampler-match), argmax p (lenient-t0)
  *   all              every emitted token of the concatenated stream        ~ p   (i.i.d. layout)
  *   pair, triple     consecutive non-overlapping 2- and 3-token blocks of the stream ~ p x p (x p),
- *                    when V^m <= 4096 (i.i.d. layout)
+ *                    when V^m <= 4096 (i.i.d. layout); sl_verify_run starts them afresh at the
+ *                    first token of every block of SL_MC_BLOCK iterations (a restart point fixed
+ *                    in advance keeps them i.i.d. under the null; an incomplete m-block at a
+ *                    block's end is dropped), sl_verify_samples reads one unbroken stream
  * With a positional layout (p_i, q_i differ by draft position) there is one after_rejection_k per
  * position and no stream tests. For lenient-t0 every target pmf is the one-hot argmax of p.
  *
@@ -27,8 +30,15 @@
  * deviation of TV >= tv_delta (on its pooled cells) at level level/m (Holm's first threshold).
  *
  * Two-sample mode compares the speculative stream with as many plain target samples (stream
- * SL_STREAM_TARGET): chi^2 homogeneity of single tokens and of pairs. It needs no pmf, only the
- * ability to sample the target: the mode for real models.
+ * SL_STREAM_TARGET; in sl_verify_run, block b's from (sl_seed_derive(seed, SL_STREAM_TARGET,
+ * UINT64_MAX), SL_STREAM_TARGET, b), apart from the sampler's own): chi^2 homogeneity of single tokens
+ * and of pairs. It needs no pmf, only the ability to sample the target: the mode for real models.
+ *
+ * Memory and splitting: sl_verify_run keeps no tokens. Each block's tokens are counted as the
+ * sampler emits them (sl_mc_run_blocks) into per-thread tables, summed as integers over threads
+ * and, in the MPI build, over ranks (each rank runs its share of the blocks): O(V x tests x
+ * threads) memory, the same counts for any thread or rank count. The Monte Carlo p-values are
+ * split the same way (sl_stats_mc_multinomial_count: blocks of draws from (seed, test, block)).
  */
 #ifndef SL_VERIFY_H
 #define SL_VERIFY_H
@@ -109,7 +119,8 @@ typedef struct {
     sl_verify_token *token; /* (n_tokens) */
 } sl_verify_result;
 
-/* Runs the sampler of plan and the tests into *out (free with sl_verify_result_free). */
+/* Runs the sampler of plan and the tests into *out (free with sl_verify_result_free). Collective
+ * in the MPI build (every rank calls it with the same arguments). */
 int sl_verify_run(const sl_mc_plan *plan, const sl_verify_opts *o, sl_verify_result **out);
 void sl_verify_result_free(sl_verify_result *r);
 /* The same tests on tokens a sampler emitted elsewhere (plan gives the pair, gamma and rule; its

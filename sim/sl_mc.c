@@ -497,14 +497,12 @@ static void draw4(sl_xoshiro g[4], mc_row4 *out, size_t n)
  * predictor to miss on the coin flips. Not inlined into the OpenMP body, so that it gets the
  * registers to itself. */
 __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl_mc_opts *o, size_t t0, size_t t1,
-                                                  mc_row4 *bf, uint64_t *hist)
+                                                  mc_row4 *bf, uint64_t *hist, int32_t *tokens, uint8_t *n_emitted)
 {
     const size_t gamma = pl->gamma, n_src = pl->n_src, n = t1 - t0;
     const int sliding = pl->layout == SL_MC_SLIDING;
     const uint64_t V11 = (uint64_t)pl->V << 11, last_lo = (((uint64_t)1 << 53) - pl->V) << 11;
     const uint64_t blk = t0 / SL_MC_BLOCK;
-    int32_t *const tokens = o->tokens;
-    uint8_t *const n_emitted = o->n_emitted;
     const mc_tab *const wtab = pl->wtab;
     sl_xoshiro g[4] = {{{0}}};
     sl_xoshiro_seed(&g[0], o->seed, SL_STREAM_DRAFT, blk);
@@ -546,10 +544,10 @@ __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl
         size_t k = n_acc + 1;
         hist[k]++;
         if (tokens) {
-            int32_t *dst = tokens + (t0 + j) * (gamma + 1);
+            int32_t *dst = tokens + j * (gamma + 1);
             for (size_t i = 0; i <= gamma; i++) dst[i] = i < k ? out[i] : -1;
         }
-        if (n_emitted) n_emitted[t0 + j] = (uint8_t)k;
+        if (n_emitted) n_emitted[j] = (uint8_t)k;
         if (sliding && ++s == n_src) s = 0;
     }
 }
@@ -574,9 +572,17 @@ int sl_mc_run(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_result *res)
 int sl_mc_run_progress(const sl_mc_plan *pl, const sl_mc_opts *o, sl_progress_fn progress, void *progress_ctx,
                        sl_mc_result *res)
 {
+    return sl_mc_run_blocks(pl, o, NULL, NULL, progress, progress_ctx, res);
+}
+
+int sl_mc_run_blocks(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_block_fn on_block, void *block_ctx,
+                     sl_progress_fn progress, void *progress_ctx, sl_mc_result *res)
+{
     memset(res, 0, sizeof *res);
     if (o->iterations < 1) return sl_fail(SL_EINPUT, "iterations: %zu, expected >= 1", o->iterations);
     if (o->threads < 0) return sl_fail(SL_EINPUT, "threads: %d, expected >= 0", o->threads);
+    if (on_block && (o->tokens || o->n_emitted))
+        return sl_fail(SL_EINPUT, "Monte Carlo: a block callback and token arrays, expected one of them");
     const size_t V = pl->V, gamma = pl->gamma, N = o->iterations;
     const size_t n_blocks = (N + SL_MC_BLOCK - 1) / SL_MC_BLOCK;
     const int need_pcopy = pl->cfg.rule == SL_BUG_P_INPLACE;
@@ -597,10 +603,13 @@ int sl_mc_run_progress(const sl_mc_plan *pl, const sl_mc_opts *o, sl_progress_fn
         int rc = fused ? SL_OK : sl_rand_rng_init(&rr, o->seed, 0);
         sl_spec_work *w = rc || fused ? NULL : sl_spec_work_alloc(gamma, V);
         mc_row4 *fb = fused ? malloc(SL_MC_BLOCK * gamma * sizeof *fb) : NULL;
+        /* With on_block, each block's tokens go to this thread's buffers and are handed over. */
+        int32_t *btok = on_block ? malloc(SL_MC_BLOCK * (gamma + 1) * sizeof *btok) : NULL; /* (SL_MC_BLOCK, gamma+1) */
+        uint8_t *bnem = on_block ? malloc(SL_MC_BLOCK) : NULL;                             /* (SL_MC_BLOCK) */
         double *pbuf = need_pcopy ? malloc((gamma + 1) * V * sizeof *pbuf) : NULL; /* (gamma+1, V) */
         uint64_t hist[SL_SPEC_GAMMA_MAX + 2] = {0};
         int32_t drafts[SL_SPEC_GAMMA_MAX];
-        int ok = !rc && (fused ? fb != NULL : w != NULL) && (!need_pcopy || pbuf);
+        int ok = !rc && (fused ? fb != NULL : w != NULL) && (!need_pcopy || pbuf) && (!on_block || (btok && bnem));
         if (!ok && !rc) rc = sl_fail(SL_EFAIL, "out of memory allocating Monte Carlo workspace");
         /* Blocks, not iterations, are the unit of randomness: block b draws from the streams
          * seeded with (seed, stream, b), so which thread runs it changes nothing. */
@@ -608,44 +617,47 @@ int sl_mc_run_progress(const sl_mc_plan *pl, const sl_mc_opts *o, sl_progress_fn
         for (size_t b = b_lo; b < b_hi; b++) {
             if (!ok) continue;
             size_t tb = b * SL_MC_BLOCK, te = tb + SL_MC_BLOCK < N ? tb + SL_MC_BLOCK : N;
+            /* Where this block's iteration tb + j writes: row j of tok and nem. */
+            int32_t *tok = on_block ? btok : o->tokens ? o->tokens + tb * (gamma + 1) : NULL;
+            uint8_t *nem = on_block ? bnem : o->n_emitted ? o->n_emitted + tb : NULL;
             if (fused) {
-                fused_block(pl, o, tb, te, fb, hist);
-                if (progress) mc_progress(progress, progress_ctx, &blocks_done, N);
-                continue;
+                fused_block(pl, o, tb, te, fb, hist, tok, nem);
+            } else {
+                sl_rand_rng_reseed(&rr, o->seed, b);
+                for (size_t t = tb; t < te && ok; t++) {
+                    size_t s = window_start(pl, t);
+                    sl_spec_outcome out;
+                    const double *qw = pl->wq + s * V;
+                    double *pw = pl->wp + s * V;
+                    const sl_spec_accel *acc = pl->use_accel ? pl->accel + s : NULL;
+                    for (size_t i = 0; i < gamma; i++)
+                        drafts[i] = (int32_t)sl_spec_draft(&pl->cfg, qw + i * V, acc ? acc + i : NULL, V, &rr.base, w);
+                    if (need_pcopy) {
+                        /* This variant edits p in place: give it a private copy of the shared rows. */
+                        memcpy(pbuf, pw, (gamma + 1) * V * sizeof *pbuf);
+                        pw = pbuf;
+                    }
+                    unsigned slots = rr.n_slots;
+                    rc = sl_spec_verify(&pl->cfg, gamma, V, qw, pw, drafts, acc, &rr.base, w, &out);
+                    if (rc) {
+                        ok = 0;
+                        break;
+                    }
+                    /* Every iteration takes gamma uniforms from the accept stream and tests with the
+                     * first ones (sl_spec_verify draws each through uniform_new, which counts them in
+                     * n_slots); the rest are skipped, so that iteration j's uniforms sit at a fixed
+                     * place in the block's stream. */
+                    for (size_t u = rr.n_slots - slots; u < gamma; u++) (void)sl_rng_uniform53(rr.accept);
+                    size_t k = out.n_emitted;
+                    hist[k]++;
+                    if (tok) {
+                        int32_t *dst = tok + (t - tb) * (gamma + 1);
+                        for (size_t i = 0; i <= gamma; i++) dst[i] = i < k ? out.tokens[i] : -1;
+                    }
+                    if (nem) nem[t - tb] = (uint8_t)k;
+                }
             }
-            sl_rand_rng_reseed(&rr, o->seed, b);
-            for (size_t t = tb; t < te && ok; t++) {
-                size_t s = window_start(pl, t);
-                sl_spec_outcome out;
-                const double *qw = pl->wq + s * V;
-                double *pw = pl->wp + s * V;
-                const sl_spec_accel *acc = pl->use_accel ? pl->accel + s : NULL;
-                for (size_t i = 0; i < gamma; i++)
-                    drafts[i] = (int32_t)sl_spec_draft(&pl->cfg, qw + i * V, acc ? acc + i : NULL, V, &rr.base, w);
-                if (need_pcopy) {
-                    /* This variant edits p in place: give it a private copy of the shared rows. */
-                    memcpy(pbuf, pw, (gamma + 1) * V * sizeof *pbuf);
-                    pw = pbuf;
-                }
-                unsigned slots = rr.n_slots;
-                rc = sl_spec_verify(&pl->cfg, gamma, V, qw, pw, drafts, acc, &rr.base, w, &out);
-                if (rc) {
-                    ok = 0;
-                    break;
-                }
-                /* Every iteration takes gamma uniforms from the accept stream and tests with the
-                 * first ones (sl_spec_verify draws each through uniform_new, which counts them in
-                 * n_slots); the rest are skipped, so that iteration j's uniforms sit at a fixed
-                 * place in the block's stream. */
-                for (size_t u = rr.n_slots - slots; u < gamma; u++) (void)sl_rng_uniform53(rr.accept);
-                size_t k = out.n_emitted;
-                hist[k]++;
-                if (o->tokens) {
-                    int32_t *dst = o->tokens + t * (gamma + 1);
-                    for (size_t i = 0; i <= gamma; i++) dst[i] = i < k ? out.tokens[i] : -1;
-                }
-                if (o->n_emitted) o->n_emitted[t] = (uint8_t)k;
-            }
+            if (ok && on_block && (rc = on_block(block_ctx, omp_get_thread_num(), b, btok, bnem, te - tb))) ok = 0;
             if (progress) mc_progress(progress, progress_ctx, &blocks_done, N);
         }
 #pragma omp critical(sl_mc_reduce)
@@ -659,6 +671,8 @@ int sl_mc_run_progress(const sl_mc_plan *pl, const sl_mc_opts *o, sl_progress_fn
         }
         free(pbuf);
         free(fb);
+        free(btok);
+        free(bnem);
         sl_spec_work_free(w);
         if (rr.draft) sl_rand_rng_free(&rr);
     }

@@ -150,6 +150,21 @@ int sl_mc_run(const sl_mc_plan *plan, const sl_mc_opts *o, sl_mc_result *res);
 int sl_mc_run_progress(const sl_mc_plan *plan, const sl_mc_opts *o, sl_progress_fn progress, void *progress_ctx,
                        sl_mc_result *res);
 
+/* Called once per block, after its iterations ran, by the thread that ran it (thread: its OpenMP
+ * thread number, below the run's thread count): block b's iterations b*SL_MC_BLOCK + j, j < n,
+ * emitted nem[j] tokens tok[j * (gamma + 1) ..] (unused slots -1). The buffers are the thread's
+ * and are reused for its next block. Blocks reach a thread in no promised order (OpenMP's static
+ * schedule, shares of MPI ranks); what the callback accumulates must not depend on it (integer
+ * counts per thread, summed at the end, do not). A non-zero return (an sl_fail status) stops that
+ * thread and fails the run. */
+typedef int (*sl_mc_block_fn)(void *ctx, int thread, size_t block, const int32_t *tok, const uint8_t *nem, size_t n);
+
+/* sl_mc_run_progress with on_block (NULL: none) instead of o->tokens and o->n_emitted (which must
+ * then be NULL): for callers that count the tokens as they come, in memory independent of the
+ * iterations (sl_verify_run). In the MPI build each rank sees only its own blocks. */
+int sl_mc_run_blocks(const sl_mc_plan *plan, const sl_mc_opts *o, sl_mc_block_fn on_block, void *block_ctx,
+                     sl_progress_fn progress, void *progress_ctx, sl_mc_result *res);
+
 /* ---- predictions ---- */
 
 /* Acceptance probability of one drafted token under cfg's rule, for the pair (p, q) (V):

@@ -110,9 +110,15 @@ rc, out, err = run("--replications", "100", "--iterations", "2000", "--vocab", "
 rows = json.loads(out)
 check(rc == 0 and all(r["ks_p"] > 1e-3 for r in rows), f"replications: {rows}")
 
-# Thread count does not change the output bytes.
-outs = [run("--iterations", "50001", "--threads", t, "--format", "csv")[1] for t in ("1", "2")]
-check(outs[0] == outs[1] and outs[0], "threads 1 vs 2 differ")
+# Thread count does not change the output bytes: the default pair (pair/triple tests, counts
+# summed over per-thread tables), two-sample mode (target draws per block), and a vocabulary
+# large enough for Monte Carlo p-values (their draws in blocks shared by the threads).
+for extra in ([], ["--two-sample"], ["--vocab", "300", "--iterations", "1500", "--mc-sims", "600"]):
+    args = ["--iterations", "50001", *extra] if "--iterations" not in extra else extra
+    outs = [run(*args, "--threads", t, "--format", "csv")[1] for t in ("1", "2", "3")]
+    check(outs[0] and outs[0] == outs[1] == outs[2], f"threads 1, 2, 3 differ: {extra}")
+    if "--mc-sims" in extra:
+        check("monte-carlo" in outs[0], "no Monte Carlo p-value in the V = 300 run")
 
 # Bad input.
 bad = [
