@@ -343,10 +343,9 @@ SLG_DEV void mv_lane(const mv_args *a, const void *W, int dt, size_t row, int la
     const int K = a->K, nch = (K + 7) / 8;
     for (int c = lane; c < nch; c += WARP) {
         const size_t base = row * (size_t)K + (size_t)c * 8;
-        float w[8];
-        const int m = K - c * 8 < 8 ? K - c * 8 : 8;
 #ifdef __CUDACC__
         if (a->vec) { /* K % 8 == 0 and 16-byte aligned rows: one or two vector loads per chunk */
+            float w[8]; /* its own array: constant indices only, so it stays in registers */
             if (dt == 0) {
                 const float4 u0 = *(const float4 *)((const float *)W + base), u1 = *(const float4 *)((const float *)W + base + 4);
                 w[0] = u0.x, w[1] = u0.y, w[2] = u0.z, w[3] = u0.w, w[4] = u1.x, w[5] = u1.y, w[6] = u1.z, w[7] = u1.w;
@@ -373,6 +372,8 @@ SLG_DEV void mv_lane(const mv_args *a, const void *W, int dt, size_t row, int la
             continue;
         }
 #endif
+        float w[8];
+        const int m = K - c * 8 < 8 ? K - c * 8 : 8;
         for (int e = 0; e < m; e++) w[e] = load_w(W, dt, base + e);
         SLG_UNROLL
         for (int t = 0; t < MV_T; t++) {
