@@ -24,7 +24,10 @@
 #define SLG_DEV static __device__ __forceinline__
 #define SLG_EXPORT extern "C" __attribute__((visibility("default")))
 #define SLG_UNROLL _Pragma("unroll")
-typedef cudaStream_t slg_stream;
+typedef struct {
+    cudaStream_t s;
+    int pdl; /* programmatic dependent launch on */
+} slg_stream;
 #else
 #include "sl_half.h"
 #define SLG_DEV static inline
@@ -97,19 +100,41 @@ static int cuda_ok(cudaError_t e, const char *what)
     return e == cudaSuccess ? 0 : fail("CUDA error in %s: %s", what, cudaGetErrorString(e));
 }
 
-static int launch_check(const char *name) { return cuda_ok(cudaGetLastError(), name); }
+/* Programmatic dependent launch (Hopper): each kernel lets the next one start launching at once
+ * (PDL_START) and waits for the previous one's completion and memory (PDL_WAIT) before touching
+ * data, so the launch gap between the step's ~60 small kernels overlaps the work. The order of
+ * every computation is unchanged. SL_INFER_PDL=0 turns it off (plain stream order). */
+#define PDL_START() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#define PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+
+template <typename... P, typename... A>
+static int launch(const char *name, void (*k)(P...), size_t blocks, int threads, slg_stream st, A... args)
+{
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((unsigned)blocks);
+    cfg.blockDim = dim3((unsigned)threads);
+    cfg.stream = st.s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = st.pdl ? 1 : 0;
+    return cuda_ok(cudaLaunchKernelEx(&cfg, k, args...), name);
+}
 
 #define SLG_KERNEL(name, PARAMS, ARGS)                                                                   \
     static __device__ void name##_at(size_t i, SLG_UNPAREN PARAMS);                                      \
     static __global__ void name##_g(size_t n, SLG_UNPAREN PARAMS)                                        \
     {                                                                                                    \
         size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;                                        \
+        PDL_START();                                                                                     \
+        PDL_WAIT();                                                                                      \
         if (i < n) name##_at(i, SLG_UNPAREN ARGS);                                                       \
     }                                                                                                    \
     static int name(slg_stream st, size_t n, SLG_UNPAREN PARAMS)                                         \
     {                                                                                                    \
-        if (n) name##_g<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(n, SLG_UNPAREN ARGS);               \
-        return launch_check(#name);                                                                      \
+        return n ? launch(#name, name##_g, (n + 255) / 256, 256, st, n, SLG_UNPAREN ARGS) : 0;          \
     }                                                                                                    \
     static __device__ void name##_at(size_t i, SLG_UNPAREN PARAMS)
 
@@ -146,17 +171,26 @@ static int to_dev(void *dst, const void *src, size_t bytes)
 }
 static int to_dev_async(slg_stream st, void *dst, const void *src, size_t bytes)
 {
-    return cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st), "copy to device");
+    return cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st.s), "copy to device");
 }
 static int to_host_async(slg_stream st, void *dst, const void *src, size_t bytes)
 {
-    return cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st), "copy to host");
+    return cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st.s), "copy to host");
 }
-static int stream_sync(slg_stream st) { return cuda_ok(cudaStreamSynchronize(st), "stream synchronize"); }
-static int stream_create(slg_stream *st) { return cuda_ok(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking), "stream"); }
+static int stream_sync(slg_stream st) { return cuda_ok(cudaStreamSynchronize(st.s), "stream synchronize"); }
+/* Programmatic dependent launch needs Hopper or later; SL_INFER_PDL=0 turns it off. */
+static int stream_create(slg_stream *st)
+{
+    int dev = 0, major = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    const char *e = getenv("SL_INFER_PDL");
+    st->pdl = major >= 9 && !(e && !strcmp(e, "0"));
+    return cuda_ok(cudaStreamCreateWithFlags(&st->s, cudaStreamNonBlocking), "stream");
+}
 static void stream_free(slg_stream st)
 {
-    if (st) cudaStreamDestroy(st);
+    if (st.s) cudaStreamDestroy(st.s);
 }
 
 SLG_DEV float warp_sum_f(float v)
@@ -185,8 +219,10 @@ static int backend_init(char *info, size_t n)
     if (cuda_ok(cudaGetDeviceProperties(&p, 0), "cudaGetDeviceProperties")) return -1;
     int rt = 0;
     cudaRuntimeGetVersion(&rt);
-    snprintf(info, n, "%s, CUDA runtime %d.%d, float32 compute, CUDA graphs %s", p.name, rt / 1000, (rt % 1000) / 10,
-             getenv("SL_INFER_GRAPHS") && !strcmp(getenv("SL_INFER_GRAPHS"), "0") ? "off" : "on");
+    const char *e = getenv("SL_INFER_PDL");
+    snprintf(info, n, "%s, CUDA runtime %d.%d, float32 compute, CUDA graphs %s, programmatic dependent launch %s", p.name,
+             rt / 1000, (rt % 1000) / 10, getenv("SL_INFER_GRAPHS") && !strcmp(getenv("SL_INFER_GRAPHS"), "0") ? "off" : "on",
+             p.major >= 9 && !(e && !strcmp(e, "0")) ? "on" : "off");
     return 0;
 }
 #define BACKEND_NAME "cuda"
@@ -443,6 +479,25 @@ typedef struct {
     const int *step;
 } att_args;
 
+/* dot(q, k) over hd in order k = 0, 1, ... by fused multiply-adds; the CUDA build loads four at a
+ * time (hd % 4 == 0) so that a lane's loads are in flight together, the sum being the same. */
+SLG_DEV float att_dot(const float *q, const float *k, int hd)
+{
+    float dot = 0.0f;
+#ifdef __CUDACC__
+    if (hd % 4 == 0) {
+#pragma unroll 4
+        for (int i = 0; i < hd; i += 4) {
+            const float4 a = *(const float4 *)(q + i), b = *(const float4 *)(k + i);
+            dot = fmaf(a.x, b.x, dot), dot = fmaf(a.y, b.y, dot), dot = fmaf(a.z, b.z, dot), dot = fmaf(a.w, b.w, dot);
+        }
+        return dot;
+    }
+#endif
+    for (int i = 0; i < hd; i++) dot = fmaf(q[i], k[i], dot);
+    return dot;
+}
+
 SLG_DEV float att_lane_scores(const att_args *a, int item, int lane)
 {
     const int t = item / a->H, h = item % a->H, len = a->step[0] + t + 1;
@@ -451,10 +506,7 @@ SLG_DEV float att_lane_scores(const att_args *a, int item, int lane)
     float *s = a->sc + (size_t)item * a->max_len;
     float mx = -INFINITY;
     for (int j = lane; j < len; j += WARP) {
-        const float *kj = K + (size_t)j * a->kvd;
-        float dot = 0.0f;
-        for (int k = 0; k < a->hd; k++) dot = fmaf(qv[k], kj[k], dot);
-        s[j] = dot * a->scale;
+        s[j] = att_dot(qv, K + (size_t)j * a->kvd, a->hd) * a->scale;
         mx = fmaxf(mx, s[j]);
     }
     return mx;
@@ -472,17 +524,29 @@ SLG_DEV float att_lane_exp(const att_args *a, int item, int lane, float mx)
     return sum;
 }
 
+/* Output dims lane, lane + 32, lane + 64, lane + 96 (hd <= 128) in one pass over the positions,
+ * each a sum over j in order. */
+#define ATT_DIMS 4
 SLG_DEV void att_lane_out(const att_args *a, int item, int lane, float inv)
 {
     const int t = item / a->H, h = item % a->H, len = a->step[0] + t + 1;
     const float *V = a->vc + (size_t)(h / a->group) * a->hd;
     const float *s = a->sc + (size_t)item * a->max_len;
     float *o = a->out + (size_t)item * a->hd;
-    for (int k = lane; k < a->hd; k += WARP) {
-        float acc = 0.0f;
-        for (int j = 0; j < len; j++) acc = fmaf(s[j] * inv, V[(size_t)j * a->kvd + k], acc);
-        o[k] = acc;
+    float acc[ATT_DIMS] = {0.0f, 0.0f, 0.0f, 0.0f};
+#ifdef __CUDACC__
+#pragma unroll 4
+#endif
+    for (int j = 0; j < len; j++) {
+        const float p = s[j] * inv;
+        const float *vj = V + (size_t)j * a->kvd;
+        SLG_UNROLL
+        for (int m = 0; m < ATT_DIMS; m++)
+            if (lane + m * WARP < a->hd) acc[m] = fmaf(p, vj[lane + m * WARP], acc[m]);
     }
+    SLG_UNROLL
+    for (int m = 0; m < ATT_DIMS; m++)
+        if (lane + m * WARP < a->hd) o[lane + m * WARP] = acc[m];
 }
 
 #ifdef __CUDACC__
@@ -491,6 +555,8 @@ static __global__ void k_matvec_g(mv_args a, size_t rows)
 {
     const size_t r = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP;
     const int lane = threadIdx.x % WARP;
+    PDL_START();
+    PDL_WAIT();
     if (r >= rows) return;
     size_t row;
     const int s = mv_seg(&a, r, &row);
@@ -507,14 +573,15 @@ static __global__ void k_matvec_g(mv_args a, size_t rows)
 static int k_matvec(slg_stream st, const mv_args *a)
 {
     const size_t rows = (size_t)a->rows_end[a->nseg - 1];
-    k_matvec_g<<<(unsigned)((rows * WARP + 255) / 256), 256, 0, st>>>(*a, rows);
-    return launch_check("k_matvec");
+    return launch("k_matvec", k_matvec_g, (rows * WARP + 255) / 256, 256, st, *a, rows);
 }
 
 static __global__ void k_norm_g(norm_args a, size_t rows)
 {
     const size_t r = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP;
     const int lane = threadIdx.x % WARP;
+    PDL_START();
+    PDL_WAIT();
     if (r >= rows) return;
     double mean = 0, inv;
     if (a.b) {
@@ -527,14 +594,15 @@ static __global__ void k_norm_g(norm_args a, size_t rows)
 }
 static int k_norm(slg_stream st, size_t rows, const norm_args *a)
 {
-    k_norm_g<<<(unsigned)((rows * WARP + 127) / 128), 128, 0, st>>>(*a, rows);
-    return launch_check("k_norm");
+    return launch("k_norm", k_norm_g, (rows * WARP + 127) / 128, 128, st, *a, rows);
 }
 
 static __global__ void k_attention_g(att_args a, int items)
 {
     const int item = (int)(((size_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP);
     const int lane = threadIdx.x % WARP;
+    PDL_START();
+    PDL_WAIT();
     if (item >= items) return;
     const float mx = warp_max_f(att_lane_scores(&a, item, lane));
     const float sum = warp_sum_f(att_lane_exp(&a, item, lane, mx));
@@ -543,8 +611,7 @@ static __global__ void k_attention_g(att_args a, int items)
 }
 static int k_attention(slg_stream st, int items, const att_args *a)
 {
-    k_attention_g<<<(unsigned)((items * WARP + 127) / 128), 128, 0, st>>>(*a, items);
-    return launch_check("k_attention");
+    return launch("k_attention", k_attention_g, ((size_t)items * WARP + 127) / 128, 128, st, *a, items);
 }
 
 #else
@@ -900,15 +967,15 @@ static int forward(sl_igpu_ctx *c, const int32_t *tokens, int n, int pos, int n_
     cudaGraphExec_t *ge = &c->graph[n][n_rows];
     if (c->use_graphs && c->seen[n][n_rows] && !*ge) {
         cudaGraph_t graph;
-        if (cuda_ok(cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal), "begin capture")) return -1;
+        if (cuda_ok(cudaStreamBeginCapture(c->st.s, cudaStreamCaptureModeThreadLocal), "begin capture")) return -1;
         int rc = enqueue_forward(c, n, n_rows);
-        if (cuda_ok(cudaStreamEndCapture(c->st, &graph), "end capture") || rc) return -1;
+        if (cuda_ok(cudaStreamEndCapture(c->st.s, &graph), "end capture") || rc) return -1;
         rc = cuda_ok(cudaGraphInstantiateWithFlags(ge, graph, 0), "graph instantiate");
         cudaGraphDestroy(graph);
         if (rc) return -1;
     }
     if (*ge) {
-        if (cuda_ok(cudaGraphLaunch(*ge, c->st), "graph launch")) return -1;
+        if (cuda_ok(cudaGraphLaunch(*ge, c->st.s), "graph launch")) return -1;
     } else {
         if (enqueue_forward(c, n, n_rows)) return -1;
         c->seen[n][n_rows] = 1;

@@ -96,8 +96,9 @@ int sl_model_set_device(sl_model *m, const char *device)
     pthread_mutex_unlock(&g_lock);
     if (rc) return rc;
     const sl_model_config *g = &m->cfg;
-    if (m->head_dim % 2 || g->n_layer > INT32_MAX || g->vocab_size > INT32_MAX)
-        return sl_fail(SL_EINPUT, "device %s: model shape not supported", device);
+    if (m->head_dim > 128 || (m->arch == SL_ARCH_LLAMA && m->head_dim % 2) || g->vocab_size > INT32_MAX)
+        return sl_fail(SL_EINPUT, "device %s: head_dim %zu is not supported (at most 128, even for llama)", device,
+                       m->head_dim);
     sl_igpu_layer *L = sl_calloc(g->n_layer, sizeof *L);
     if (!L) return SL_EFAIL;
     for (size_t l = 0; l < g->n_layer; l++) {

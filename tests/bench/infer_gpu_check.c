@@ -8,7 +8,8 @@
  *   - determinism: the same sequence on a second context gives the same bits;
  *   - speed: ms per token of autoregressive decoding (one token per call, 128 tokens after a prompt
  *     of 16), and t(n) = one call of n tokens at context 128, n = 1..16, median of 30, with the
- *     CUDA graphs on and off (SL_INFER_GRAPHS=0).
+ *     CUDA graphs and programmatic dependent launch on, PDL off (SL_INFER_PDL=0), and both off
+ *     (SL_INFER_GRAPHS=0).
  * usage: infer_gpu_check [--device cuda|cuda-emu] [MODEL...] (default: the tests/ref fixtures).
  * Without the CUDA library it says so and exits 0 (make bench on machines without a GPU).
  */
@@ -102,13 +103,16 @@ static int check_model(const char *path, const char *device)
     printf("%s on %s: %zu rows, worst relative difference to the CPU engine %.3g (bound 1e-4), rerun %s -> %s\n",
            path, device, ra, worst, same ? "bit-identical" : "DIFFERS", ok ? "ok" : "FAIL");
 
-    /* Speed, graphs on (the contexts above) and off (fresh contexts). */
-    for (int graphs = 1; graphs >= 0; graphs--) {
+    /* Speed: graphs and PDL on (the contexts above), PDL off, both off (fresh contexts). */
+    static const char *const mode_name[3] = {"graphs+pdl", "graphs", "plain"};
+    for (int mode = 0; mode < 3; mode++) {
         sl_model_ctx *c = g1;
-        if (!graphs) {
-            setenv("SL_INFER_GRAPHS", "0", 1);
+        if (mode) {
+            setenv("SL_INFER_PDL", "0", 1);
+            if (mode == 2) setenv("SL_INFER_GRAPHS", "0", 1);
             rc = sl_model_ctx_alloc(mg, L, &c);
             unsetenv("SL_INFER_GRAPHS");
+            unsetenv("SL_INFER_PDL");
             if (rc) break;
         }
         const size_t ctx_len = L < 160 ? L / 2 : 128, dec = L - 16 < 128 ? L - 16 : 128;
@@ -133,10 +137,10 @@ static int check_model(const char *path, const char *device)
             }
             t_n[n] = median(reps, 30);
         }
-        printf("  graphs %s: decode %.4f ms/token; t(n) at context %zu in ms:", graphs ? "on " : "off", ms_tok, ctx_len);
+        printf("  %-10s: decode %.4f ms/token; t(n) at context %zu in ms:", mode_name[mode], ms_tok, ctx_len);
         for (size_t n = 1; n <= SL_INFER_GPU_NMAX && ctx_len + n <= L; n++) printf(" %zu:%.4f", n, 1e3 * t_n[n]);
         printf("\n");
-        if (!graphs) sl_model_ctx_free(c);
+        if (mode) sl_model_ctx_free(c);
     }
     fflush(stdout);
 done:
