@@ -524,29 +524,34 @@ SLG_DEV float att_lane_exp(const att_args *a, int item, int lane, float mx)
     return sum;
 }
 
-/* Output dims lane, lane + 32, lane + 64, lane + 96 (hd <= 128) in one pass over the positions,
- * each a sum over j in order. */
-#define ATT_DIMS 4
-SLG_DEV void att_lane_out(const att_args *a, int item, int lane, float inv)
+/* The output, 32 dims c0 .. c0 + 31 at a time: lane l sums p_j v_j over its positions j = l, l + 32,
+ * ... (in order) into part[32], all of its loads independent; the lanes' vectors are then added
+ * by the shuffle tree, lane i ending with dim c0 + i. */
+SLG_DEV void att_lane_part(const att_args *a, int item, int lane, float inv, int c0, float *part)
 {
     const int t = item / a->H, h = item % a->H, len = a->step[0] + t + 1;
-    const float *V = a->vc + (size_t)(h / a->group) * a->hd;
+    const float *V = a->vc + (size_t)(h / a->group) * a->hd + c0;
     const float *s = a->sc + (size_t)item * a->max_len;
-    float *o = a->out + (size_t)item * a->hd;
-    float acc[ATT_DIMS] = {0.0f, 0.0f, 0.0f, 0.0f};
-#ifdef __CUDACC__
-#pragma unroll 4
-#endif
-    for (int j = 0; j < len; j++) {
+    SLG_UNROLL
+    for (int i = 0; i < WARP; i++) part[i] = 0.0f;
+    for (int j = lane; j < len; j += WARP) {
         const float p = s[j] * inv;
         const float *vj = V + (size_t)j * a->kvd;
+#ifdef __CUDACC__
+        if (a->hd % 4 == 0 && c0 + WARP <= a->hd) {
+            SLG_UNROLL
+            for (int i = 0; i < WARP; i += 4) {
+                const float4 v = *(const float4 *)(vj + i);
+                part[i] = fmaf(p, v.x, part[i]), part[i + 1] = fmaf(p, v.y, part[i + 1]);
+                part[i + 2] = fmaf(p, v.z, part[i + 2]), part[i + 3] = fmaf(p, v.w, part[i + 3]);
+            }
+            continue;
+        }
+#endif
         SLG_UNROLL
-        for (int m = 0; m < ATT_DIMS; m++)
-            if (lane + m * WARP < a->hd) acc[m] = fmaf(p, vj[lane + m * WARP], acc[m]);
+        for (int i = 0; i < WARP; i++)
+            if (c0 + i < a->hd) part[i] = fmaf(p, vj[i], part[i]);
     }
-    SLG_UNROLL
-    for (int m = 0; m < ATT_DIMS; m++)
-        if (lane + m * WARP < a->hd) o[lane + m * WARP] = acc[m];
 }
 
 #ifdef __CUDACC__
@@ -605,9 +610,25 @@ static __global__ void k_attention_g(att_args a, int items)
     PDL_WAIT();
     if (item >= items) return;
     const float mx = warp_max_f(att_lane_scores(&a, item, lane));
-    const float sum = warp_sum_f(att_lane_exp(&a, item, lane, mx));
+    const float inv = 1.0f / warp_sum_f(att_lane_exp(&a, item, lane, mx));
     __syncwarp();
-    att_lane_out(&a, item, lane, 1.0f / sum);
+    for (int c0 = 0; c0 < a.hd; c0 += WARP) {
+        float part[WARP];
+        att_lane_part(&a, item, lane, inv, c0, part);
+        /* Recursive halving: at offset o a lane keeps the half of its o * 2 values selected by
+         * bit o of its index and adds the partner's copy of that half: the pairs of the shuffle
+         * tree, so dim i (at lane i) gets the bits tree_sum_f gives it in the C build. */
+        SLG_UNROLL
+        for (int o = WARP / 2; o >= 1; o >>= 1) {
+            const int upper = lane & o;
+            SLG_UNROLL
+            for (int i = 0; i < o; i++) {
+                const float keep = upper ? part[i + o] : part[i], send = upper ? part[i] : part[i + o];
+                part[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+            }
+        }
+        if (c0 + lane < a.hd) a.out[(size_t)item * a.hd + c0 + lane] = part[0];
+    }
 }
 static int k_attention(slg_stream st, int items, const att_args *a)
 {
@@ -665,7 +686,14 @@ static int k_attention(slg_stream st, int items, const att_args *a)
         const float mx = tree_max_f(v);
         for (int l = 0; l < WARP; l++) v[l] = att_lane_exp(a, item, l, mx);
         const float inv = 1.0f / tree_sum_f(v);
-        for (int l = 0; l < WARP; l++) att_lane_out(a, item, l, inv);
+        for (int c0 = 0; c0 < a->hd; c0 += WARP) {
+            float part[WARP][WARP];
+            for (int l = 0; l < WARP; l++) att_lane_part(a, item, l, inv, c0, part[l]);
+            for (int i = 0; i < WARP && c0 + i < a->hd; i++) {
+                for (int l = 0; l < WARP; l++) v[l] = part[l][i];
+                a->out[(size_t)item * a->hd + c0 + i] = tree_sum_f(v);
+            }
+        }
     }
     return 0;
 }

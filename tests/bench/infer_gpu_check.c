@@ -102,6 +102,26 @@ static int check_model(const char *path, const char *device)
     ok = worst <= 1e-4 && same;
     printf("%s on %s: %zu rows, worst relative difference to the CPU engine %.3g (bound 1e-4), rerun %s -> %s\n",
            path, device, ra, worst, same ? "bit-identical" : "DIFFERS", ok ? "ok" : "FAIL");
+    /* Small models: the device against its emulation (the same sums in the same order; they can
+     * differ through expf, the device's and glibc's, in GELU, SiLU and the softmax). */
+    if (strcmp(device, "cuda-emu") && mc->n_params <= 2000000) {
+        sl_model *me = NULL;
+        sl_model_ctx *ce = NULL;
+        size_t re = 0;
+        if (!sl_model_open(path, &me) && !sl_model_set_device(me, "cuda-emu") && !sl_model_ctx_alloc(me, L, &ce) &&
+            !sequence(ce, tok, L, b2, &re) && re == ra) {
+            double we = 0;
+            size_t bits = 0;
+            for (size_t i = 0; i < ra * V; i++) {
+                we = fmax(we, fabs((double)b[i] - b2[i]));
+                bits += memcmp(&b[i], &b2[i], sizeof(float)) == 0;
+            }
+            printf("  against cuda-emu: max |difference| %.3g, %.4f of the logits bit-identical\n", we,
+                   (double)bits / (double)(ra * V));
+        }
+        sl_model_ctx_free(ce);
+        sl_model_close(me);
+    }
 
     /* Speed: graphs and PDL on (the contexts above), PDL off, both off (fresh contexts). */
     static const char *const mode_name[3] = {"graphs+pdl", "graphs", "plain"};

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # infer_gpu_family.sh: the shipped target with each draft on a device (`--device cuda`, models/
 # GPU_INFERENCE.md): `speclab run` decodes 24 prose prompts x 128 tokens speculatively at gamma in
-# GAMMAS and autoregressively, interleaved per prompt, T = 1, and measures c (in run: draft seconds
+# GAMMAS and autoregressively, interleaved per prompt, at TEMPERATURE (default 1), and measures c (in run: draft seconds
 # per draft step / target seconds per token) and v(n) (one target call on n tokens / one
 # single-token call). Writes OUT/run-DRAFT.json (the run's report) and OUT/summary.csv: per draft
 # and gamma the acceptance, the measured speedup over the same device's autoregressive decoding
 # (CI over prompts), the prediction E[N]/(gamma c + v(gamma+1)) and the costs.
-# usage: tests/bench/infer_gpu_family.sh OUT DRAFT...   (SPECLAB, TARGET, DEVICE, GAMMAS, TOKENS, PROMPTS)
+# usage: tests/bench/infer_gpu_family.sh OUT DRAFT...   (SPECLAB, TARGET, DEVICE, GAMMAS, TOKENS, PROMPTS, TEMPERATURE)
 set -u
 cd "$(dirname "$0")/../.."
 S=${SPECLAB:-build/speclab}
@@ -22,7 +22,7 @@ status=0
 for d in "$@"; do
   name=$(basename "$d" .safetensors)
   "$S" run --device "$DEV" --target "$T" --draft "$d" --prompts "$O/prompts.txt" --tokens "$N" --gamma "$G" \
-    --temperature 1 --seed 1 --cost-reps 10 --boot 1000 --out "$W/$name.h5" --quiet --format json > "$O/run-$name.json" \
+    --temperature "${TEMPERATURE:-1}" --seed 1 --cost-reps 10 --boot 1000 --out "$W/$name.h5" --quiet --format json > "$O/run-$name.json" \
     2> "$W/err" || { echo "run $name failed: $(tail -1 "$W/err")"; status=1; }
 done
 python3 - "$O" "$T" "$DEV" "$@" <<'PY'
@@ -44,7 +44,7 @@ for d in drafts:
 hdr = ["draft", "gamma", "alpha_hat", "tokens_per_iteration", "speedup", "speedup_ci_lo", "speedup_ci_hi",
        "predicted_general", "c_in_run", "v_in_run", "v_gamma_plus_1", "target_step_ms", "best"]
 with open(f"{out}/summary.csv", "w") as f:
-    f.write(f"# {target} on {dev}; speedup = the device's autoregressive / speculative time per token\n")
+    f.write(f"# {target} on {dev}, temperature {os.environ.get('TEMPERATURE', '1')}; speedup = the device's autoregressive / speculative time per token\n")
     f.write(",".join(hdr) + "\n")
     for r in rows:
         f.write(",".join(x if isinstance(x, str) else ("%d" % x if isinstance(x, int) else "%.4g" % x) for x in r) + "\n")
