@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sl_common.h"
 #include "sl_infer_gpu.h"
@@ -175,6 +176,17 @@ int main(int argc, char **argv)
     const char *device = "cuda";
     int k = 1;
     if (argc > 2 && !strcmp(argv[1], "--device")) device = argv[2], k = 3;
+    /* From build/bench/, the library is one folder up (the loader looks beside the executable). */
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 32);
+    if (!getenv("SL_INFER_CUDA_LIB") && len > 0) {
+        exe[len] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            strcpy(slash, "/../libsl_infer_cuda.so");
+            if (access(exe, R_OK) == 0) setenv("SL_INFER_CUDA_LIB", exe, 1);
+        }
+    }
     const sl_infer_gpu_api *api;
     char info[256];
     if (sl_infer_gpu_open(device, &api, info, sizeof info)) {

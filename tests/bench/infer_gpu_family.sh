@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # infer_gpu_family.sh: the shipped target with each draft on a device (`--device cuda`, models/
 # GPU_INFERENCE.md): `speclab run` decodes 24 prose prompts x 128 tokens speculatively at gamma in
-# GAMMAS and autoregressively, interleaved per prompt, at TEMPERATURE (default 1), and measures c (in run: draft seconds
-# per draft step / target seconds per token) and v(n) (one target call on n tokens / one
-# single-token call). Writes OUT/run-DRAFT.json (the run's report) and OUT/summary.csv: per draft
+# GAMMAS and autoregressively, interleaved per prompt, at TEMPERATURE (default 1), and measures
+# c (in run: draft seconds per draft step / target seconds per token) and v(n) (one target call on
+# n tokens / one single-token call). Writes OUT/run-DRAFT.json (the run's report) and OUT/summary.csv: per draft
 # and gamma the acceptance, the measured speedup over the same device's autoregressive decoding
 # (CI over prompts), the prediction E[N]/(gamma c + v(gamma+1)) and the costs.
 # usage: tests/bench/infer_gpu_family.sh OUT DRAFT...   (SPECLAB, TARGET, DEVICE, GAMMAS, TOKENS, PROMPTS, TEMPERATURE)
@@ -14,6 +14,9 @@ T=${TARGET:-models/family/target.safetensors}
 DEV=${DEVICE:-cuda}
 G=${GAMMAS:-1,2,3,4,6,8}
 N=${TOKENS:-128}
+if [ $# -lt 2 ]; then # run_all.sh (make bench) calls every script bare: this one needs a device and arguments
+  echo "skipped: usage: tests/bench/infer_gpu_family.sh OUT DRAFT... (a GPU and build/libsl_infer_cuda.so)"; exit 0
+fi
 O=$1; shift
 mkdir -p "$O"
 head -n "${PROMPTS:-24}" data/prompts/prose.txt > "$O/prompts.txt"
