@@ -26,8 +26,7 @@
 #define SLG_UNROLL _Pragma("unroll")
 typedef struct {
     cudaStream_t s;
-    int pdl;  /* programmatic dependent launch on */
-    int prof; /* SL_INFER_PROFILE=1: every kernel timed by events (no graphs, no PDL) */
+    int pdl; /* programmatic dependent launch on */
 } slg_stream;
 #else
 #include "sl_half.h"
@@ -108,62 +107,9 @@ static int cuda_ok(cudaError_t e, const char *what)
 #define PDL_START() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
 #define PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
 
-/* SL_INFER_PROFILE=1: each launch between two events; after each forward the elapsed times are
- * added up per kernel name, and printed to stderr when the context is freed. A tool for finding
- * where a step's time goes, single-threaded use only. */
-#define PROF_MAX 512
-static struct {
-    const char *name[PROF_MAX];
-    cudaEvent_t ev[PROF_MAX][2];
-    int n;
-    const char *tot_name[32];
-    double tot_ms[32];
-    long tot_count[32];
-    int n_tot, steps;
-} g_prof;
-
-static void prof_collect(void)
-{
-    for (int i = 0; i < g_prof.n; i++) {
-        float ms = 0;
-        cudaEventElapsedTime(&ms, g_prof.ev[i][0], g_prof.ev[i][1]);
-        int k = 0;
-        while (k < g_prof.n_tot && strcmp(g_prof.tot_name[k], g_prof.name[i])) k++;
-        if (k == g_prof.n_tot && k < 32) g_prof.tot_name[g_prof.n_tot++] = g_prof.name[i];
-        if (k < 32) g_prof.tot_ms[k] += ms, g_prof.tot_count[k]++;
-    }
-    g_prof.n = 0;
-    g_prof.steps++;
-}
-
-static void prof_print(void)
-{
-    if (!g_prof.steps) return;
-    double all = 0;
-    for (int k = 0; k < g_prof.n_tot; k++) all += g_prof.tot_ms[k];
-    fprintf(stderr, "profile over %d forward calls (event-timed launches, no graphs, no PDL): %.4f ms per call\n",
-            g_prof.steps, all / g_prof.steps);
-    for (int k = 0; k < g_prof.n_tot; k++)
-        fprintf(stderr, "  %-12s %6.1f launches/call %8.4f ms/call %7.4f ms/launch %5.1f%%\n", g_prof.tot_name[k],
-                (double)g_prof.tot_count[k] / g_prof.steps, g_prof.tot_ms[k] / g_prof.steps,
-                g_prof.tot_ms[k] / g_prof.tot_count[k], 100 * g_prof.tot_ms[k] / all);
-    g_prof.n_tot = g_prof.steps = 0;
-    memset(g_prof.tot_ms, 0, sizeof g_prof.tot_ms);
-    memset(g_prof.tot_count, 0, sizeof g_prof.tot_count);
-}
-
 template <typename... P, typename... A>
 static int launch(const char *name, void (*k)(P...), size_t blocks, int threads, slg_stream st, A... args)
 {
-    if (st.prof && g_prof.n < PROF_MAX) {
-        cudaEvent_t *e = g_prof.ev[g_prof.n];
-        if (!e[0]) cudaEventCreate(&e[0]), cudaEventCreate(&e[1]);
-        g_prof.name[g_prof.n++] = name;
-        cudaEventRecord(e[0], st.s);
-        k<<<dim3((unsigned)blocks), dim3((unsigned)threads), 0, st.s>>>(args...);
-        cudaEventRecord(e[1], st.s);
-        return cuda_ok(cudaGetLastError(), name);
-    }
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDim = dim3((unsigned)blocks);
@@ -239,9 +185,7 @@ static int stream_create(slg_stream *st)
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
     const char *e = getenv("SL_INFER_PDL");
-    const char *pe = getenv("SL_INFER_PROFILE");
-    st->prof = pe && !strcmp(pe, "1");
-    st->pdl = major >= 9 && !(e && !strcmp(e, "0")) && !st->prof;
+    st->pdl = major >= 9 && !(e && !strcmp(e, "0"));
     return cuda_ok(cudaStreamCreateWithFlags(&st->s, cudaStreamNonBlocking), "stream");
 }
 static void stream_free(slg_stream st)
@@ -880,7 +824,6 @@ static void ctx_free(sl_igpu_ctx *c)
 {
     if (!c) return;
 #ifdef __CUDACC__
-    if (c->st.prof) prof_print();
     for (int n = 0; n <= NMAX; n++)
         for (int r = 0; r <= NMAX; r++)
             if (c->graph[n][r]) cudaGraphExecDestroy(c->graph[n][r]);
@@ -951,7 +894,7 @@ static sl_igpu_ctx *ctx_create(sl_igpu_model *g, int max_len)
     }
 #ifdef __CUDACC__
     const char *e = getenv("SL_INFER_GRAPHS");
-    c->use_graphs = !(e && !strcmp(e, "0")) && !c->st.prof;
+    c->use_graphs = !(e && !strcmp(e, "0"));
 #endif
     return c;
 }
@@ -1070,9 +1013,6 @@ static int forward(sl_igpu_ctx *c, const int32_t *tokens, int n, int pos, int n_
 #endif
     if (n_rows && to_host_async(c->st, c->h_logits, c->logits, (size_t)n_rows * V * sizeof(float))) return -1;
     if (stream_sync(c->st)) return -1;
-#ifdef __CUDACC__
-    if (c->st.prof) prof_collect();
-#endif
     if (n_rows) memcpy(logits, c->h_logits, (size_t)n_rows * V * sizeof(float));
     return 0;
 }
