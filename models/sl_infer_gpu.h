@@ -23,8 +23,8 @@
  * 8-element chunks l, l + 32, ... in order with fused multiply-adds, then a fixed pairwise tree
  * over the lanes). The same inputs give the same bits run to run on one GPU, and a token's
  * logits do not depend on how many tokens share its call. Against sl_model.c results differ in
- * the last bits: other summation orders, float instead of double in the norms' and softmax sums,
- * and the device's expf and tanh-free GELU.
+ * the last bits: other summation orders, float instead of double in the softmax's sum,
+ * and the device's expf (in GELU, SiLU and the softmax).
  *
  * The backend is a table of functions: this header is all that sl_model.c and the tests see.
  * Every int-returning entry returns 0 on success; on failure error() holds the message.
