@@ -191,6 +191,7 @@ static size_t tensor_table(sl_arch arch, const sl_model_config *c, sl_model *m, 
 void sl_model_close(sl_model *m)
 {
     if (!m) return;
+    sl_model_gpu_release(m);
     sl_st_close(m->st);
     free(m->layers);
     free(m->vectors);
@@ -342,6 +343,7 @@ fail:
 void sl_model_ctx_free(sl_model_ctx *c)
 {
     if (!c) return;
+    sl_model_gpu_ctx_free(c);
     free(c->k_cache);
     free(c->v_cache);
     free(c->rope_cos);
@@ -375,8 +377,15 @@ int sl_model_ctx_alloc(const sl_model *m, size_t max_len, sl_model_ctx **out)
     for (size_t i = 0; i < m->st->n_tensors; i++)
         if (m->st->tensors[i].ndim == 2) matrix_bytes += m->st->tensors[i].nbytes;
     c->team = matrix_bytes >= ((size_t)16 << 20);
-    c->k_cache = sl_calloc(g->n_layer * max_len * m->kv_dim, sizeof(float));
-    c->v_cache = sl_calloc(g->n_layer * max_len * m->kv_dim, sizeof(float));
+    int rc = sl_model_gpu_ctx_create(c);
+    if (rc) {
+        sl_model_ctx_free(c);
+        return rc;
+    }
+    /* On a device the cache lives there; the host keeps the logits buffer of the sl_lm adapter. */
+    const size_t cache = c->gpu ? 1 : g->n_layer * max_len * m->kv_dim;
+    c->k_cache = sl_calloc(cache, sizeof(float));
+    c->v_cache = sl_calloc(cache, sizeof(float));
     c->x = sl_malloc_aligned(B * d * sizeof(float));
     c->xn = sl_malloc_aligned(B * d * sizeof(float));
     c->q = sl_malloc_aligned(B * qd * sizeof(float));
@@ -635,6 +644,11 @@ int sl_model_forward_last(sl_model_ctx *c, const int32_t *tokens, size_t n, size
     for (size_t i = 0; i < n; i += SL_KERN_NMAX) {
         const size_t nb = n - i < SL_KERN_NMAX ? n - i : SL_KERN_NMAX;
         const size_t r0 = first <= i ? 0 : first - i < nb ? first - i : nb;
+        if (c->gpu) {
+            if ((rc = sl_model_gpu_forward(c, tokens + i, nb, nb - r0, r0 < nb ? logits + (i + r0 - first) * V : logits)))
+                return rc;
+            continue;
+        }
         forward_block(c, tokens + i, nb, r0, r0 < nb ? logits + (i + r0 - first) * V : logits);
     }
     return SL_OK;

@@ -71,6 +71,8 @@ typedef struct {
     size_t n_params;
     size_t bytes_by_dtype[3]; /* indexed by sl_dtype */
     int format;              /* sl_model_format (models/sl_import.h) of the file it came from */
+    void *gpu;               /* the weights on a device (models/sl_infer_gpu.h), or NULL: run on the CPU */
+    const void *gpu_api;     /* the backend holding them (const sl_infer_gpu_api *) */
 } sl_model;
 
 /* Opens a model file of any format (models/sl_import.h: speclab, hf-gpt2, llama2c, gguf). */
@@ -99,6 +101,7 @@ typedef struct {
     float *ff;       /* (2, B, d_ff) */
     float *scores;   /* (B, n_head, max_len) */
     float *logits;   /* (B, vocab) used by the sl_lm adapter */
+    void *gpu;       /* the device context (KV cache on the device) when m->gpu, else NULL */
 } sl_model_ctx;
 
 /* max_len in [1, cfg.max_seq_len]. */
@@ -115,6 +118,26 @@ int sl_model_forward_last(sl_model_ctx *c, const int32_t *tokens, size_t n, size
 int sl_model_check_tokens(const sl_model *m, const int32_t *tokens, size_t n);
 /* Keeps the first len tokens (len <= current length). */
 int sl_model_truncate(sl_model_ctx *c, size_t len);
+
+/* ---- devices (models/sl_infer_gpu.h; implemented in sl_infer_gpu_load.c) ----
+ * A model runs on the CPU unless placed on a device: "cuda" (build/libsl_infer_cuda.so, loaded
+ * beside the binary) or "cuda-emu" (the same kernels compiled for the CPU, for tests). A placed
+ * model's contexts keep their KV cache on the device and sl_model_forward* run there; everything
+ * above (the sl_lm adapter, the sampler, run, verify, eval) is unchanged. */
+/* Places m (uploading its weights now); "cpu" leaves it where it is. SL_EINPUT when the backend
+ * cannot be had. Not concurrently with other calls on m. */
+int sl_model_set_device(sl_model *m, const char *device);
+/* The device of models not placed explicitly, applied when their first context is allocated
+ * (the CLI's --device): checks that the backend loads. Default "cpu". */
+int sl_model_set_default_device(const char *device);
+const char *sl_model_default_device(void);
+const char *sl_model_device(const sl_model *m); /* "cpu", "cuda" or "cuda-emu" */
+/* sl_model.c's hooks. */
+void sl_model_gpu_release(sl_model *m);
+int sl_model_gpu_ctx_create(sl_model_ctx *c); /* places c->m by the default device first if need be */
+void sl_model_gpu_ctx_free(sl_model_ctx *c);
+/* n <= SL_INFER_GPU_NMAX (= SL_KERN_NMAX) tokens at c->len; logits of the last n_rows. */
+int sl_model_gpu_forward(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t n_rows, float *logits);
 
 /* Writes a model with random weights: matrices and embeddings N(0, init_std^2), norm weights
  * 1 + N(0, 0.1^2), biases N(0, init_std^2); tensor i draws from stream (seed, SL_STREAM_DATA, i).

@@ -37,6 +37,7 @@ int sl_cmd_eval(int argc, char **argv)
     sl_cli_long(&c, "bytes", "N", &bytes, 1, 1L << 62, "byte count of the text, instead of --text");
     sl_cli_size(&c, "context", "C", &cfg.context, 1, (size_t)1 << 24, "window length (default: the model's context)");
     sl_cli_size(&c, "windows", "K", &cfg.windows, 1, (size_t)1 << 30, "score K evenly spaced windows of C tokens");
+    sl_cli_group_device(&c, NULL);
     sl_cli_group_format(&c, &fmt);
     int rc = sl_cli_parse(&c, argc, argv, 0);
     if (rc == -1) return 0;

@@ -81,6 +81,7 @@ int sl_cmd_generate(int argc, char **argv)
     sl_cli_group_sampling(&c, &g.sampling);
     sl_cli_group_rule(&c, &g.rule);
     sl_cli_long(&c, "eos", "ID", &eos, -1, INT32_MAX, "stop at this token; -1 = never (default: the tokenizer's)");
+    sl_cli_group_device(&c, NULL);
     sl_cli_group_format(&c, &fmt);
     int rc = sl_cli_parse(&c, argc, argv, 0);
     if (rc == -1) return 0;

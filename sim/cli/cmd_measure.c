@@ -67,6 +67,7 @@ int sl_cmd_measure(int argc, char **argv)
     sl_cli_int(&c, "dist-deflate", "L", &m.write.dist_level, 0, 9, "compression level of distributions (default 1)");
     sl_cli_string(&c, "out", "OUT.h5", &m.out, "output file (required)");
     sl_cli_group_force(&c, &m.force);
+    sl_cli_group_device(&c, NULL);
     sl_cli_group_format(&c, &fmt);
     int quiet = 0;
     sl_cli_group_quiet(&c, &quiet);

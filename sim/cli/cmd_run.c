@@ -129,6 +129,7 @@ static void declare(sl_cli *c, run_opts *o)
     sl_cli_string(c, "out", "RUN.h5", &r->out, "run log");
     c->opt[c->n - 1].flags |= SL_OPT_REQUIRED;
     sl_cli_group_force(c, &r->force);
+    sl_cli_group_device(c, NULL);
     sl_cli_group_format(c, &o->fmt);
     sl_cli_group_quiet(c, &o->quiet);
 }

@@ -130,6 +130,7 @@ int sl_cmd_verify_models(int argc, char **argv)
     sl_cli_size(&c, "pit-bins", "B", &vc.pit_bins, 2, 100000, "bins of the PIT chi^2 test (default 20)");
     sl_cli_string(&c, "samples-out", "FILE", &samples_out,
                   "also write both sets as 'SEQ MODE t1,t2,...' lines (replaces only a token file)");
+    sl_cli_group_device(&c, NULL);
     sl_cli_group_format(&c, &fmt);
     sl_cli_group_quiet(&c, &quiet);
     int rc = sl_cli_parse(&c, argc, argv, 0);

@@ -1,6 +1,8 @@
 /* sl_cli.c: option parsing helpers with one-line errors that name the flag and the value. */
 #include "sl_cli.h"
 
+#include "sl_model.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -268,6 +270,25 @@ void sl_cli_group_rule(sl_cli *c, sl_spec_config *cfg)
     sl_cli_custom(c, "rule", "R", &cfg->rule, parse_rule,
                   "acceptance rule: exact (default), lenient, lenient-t0, sampler-match, or a bug-* variant");
     sl_cli_dbl(c, "lenience", "L", &cfg->lenience, 0, 1, SL_OPT_LO_OPEN, "lenience l of the lenient rules (default 1)");
+}
+
+/* The device is set for the whole process as soon as the flag is read: every transformer the
+ * command opens afterwards (target and draft alike) is placed there when its context is made. */
+static int parse_device(const char *flag, const char *arg, void *dst)
+{
+    (void)flag; /* the library's message starts with "device:", which main() turns into the flag */
+    int rc = sl_model_set_default_device(arg);
+    if (rc) return rc;
+    *(const char **)dst = arg;
+    return SL_OK;
+}
+
+void sl_cli_group_device(sl_cli *c, const char **device)
+{
+    static const char *unused;
+    sl_cli_custom(c, "device", "D", device ? device : &unused, parse_device,
+                  "where transformers run: cpu (default), cuda (build/libsl_infer_cuda.so, `make cuda`) or cuda-emu "
+                  "(the CUDA kernels on the CPU, for tests)");
 }
 
 void sl_cli_group_seed(sl_cli *c, uint64_t *seed, int *threads)

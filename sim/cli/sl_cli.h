@@ -106,6 +106,9 @@ void sl_cli_group_sampling(sl_cli *c, sl_sampling *s);
 void sl_cli_group_rule(sl_cli *c, sl_spec_config *cfg);
 /* --seed (default shown as given in *seed) and, when threads != NULL, --threads (0 = all cores). */
 void sl_cli_group_seed(sl_cli *c, uint64_t *seed, int *threads);
+/* --device cpu|cuda|cuda-emu: sets the process's default device (sl_model_set_default_device) as
+ * it is parsed; *device (when device != NULL) records the name. */
+void sl_cli_group_device(sl_cli *c, const char **device);
 /* --format table|csv|json. */
 void sl_cli_group_format(sl_cli *c, sl_format *fmt);
 

@@ -1,0 +1,28 @@
+#!/usr/bin/env python3
+"""infer_gpu_table.py: the tables of models/GPU_INFERENCE.md from the committed device results.
+
+usage: python3 tests/bench/infer_gpu_table.py [RESULTS_DIR...]
+(default: tests/bench/results/infer_gpu_h200_run2/t1, .../t0 and .../infer_gpu_h200_run1 for the
+drafts the second run did not repeat). Prints, per results folder, each draft's best gamma with
+its acceptance, measured speedup [95% CI], the prediction E[N]/(gamma c + v(gamma+1)), c and
+v(gamma+1), and the target's step time; then the timing lines of the check files."""
+import csv, glob, os, sys
+
+B = "tests/bench/results"
+dirs = sys.argv[1:] or [f"{B}/infer_gpu_h200_run2/t1", f"{B}/infer_gpu_h200_run2/t0", f"{B}/infer_gpu_h200_run1"]
+for d in dirs:
+    f = f"{d}/summary.csv"
+    lines = open(f).read().splitlines()
+    print(f"{lines[0][2:]}  ({f})\n")
+    print("| draft | best gamma | alpha | speedup [95% CI] | predicted | c | v(gamma+1) | target step ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    rows = [r for r in csv.DictReader(lines[1:]) if r["best"] == "1"]
+    for r in sorted(rows, key=lambda r: -float(r["speedup"])):
+        print(f"| {r['draft']} | {r['gamma']} | {float(r['alpha_hat']):.3f} | {float(r['speedup']):.3f} "
+              f"[{float(r['speedup_ci_lo']):.3f}, {float(r['speedup_ci_hi']):.3f}] | {float(r['predicted_general']):.3f} "
+              f"| {float(r['c_in_run']):.3f} | {float(r['v_gamma_plus_1']):.3f} | {float(r['target_step_ms']):.3f} |")
+    print()
+for f in sorted(glob.glob(f"{B}/infer_gpu_h200_run*/*check*.txt")):
+    for l in open(f):
+        if "safetensors on" in l or "graphs+pdl" in l or "plain" in l:
+            print(f"{os.path.basename(os.path.dirname(f))}/{os.path.basename(f)}: {l.rstrip()[:150]}")

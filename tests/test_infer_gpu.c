@@ -1,0 +1,250 @@
+/*
+ * test_infer_gpu.c: the inference GPU backend's code (models/sl_infer_gpu.c, compiled as its CPU
+ * emulation "cuda-emu") against the CPU engine (sl_model.c) and against the PyTorch reference
+ * logits of tests/ref/: a prompt, then blocks of n = 1..6 tokens with truncation as speculative
+ * decoding does it, on gpt2 and llama in f32 and f16, and on odd shapes (sizes not multiples of
+ * 8, untied unembedding, one kv head, bf16). Also: a token's logits do not depend on the block it
+ * is scored in (the same bits), and unknown or missing devices are input errors.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sl_common.h"
+#include "sl_infer_gpu.h"
+#include "sl_model.h"
+#include "sl_st.h"
+
+static const char *FIXTURES[] = {"gpt2_f32", "gpt2_f16", "llama_f32", "llama_f16"};
+
+static const char *fixture(const char *name, const char *suffix)
+{
+    static char buf[4][256];
+    static int k = 0;
+    char *p = buf[k++ % 4];
+    snprintf(p, 256, "tests/ref/%s%s.safetensors", name, suffix);
+    return p;
+}
+
+/* max |a - b| / max(1, max |b|) over n values: the logits are O(1..10), so this is the error
+ * relative to the row's scale. */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0, s = 1;
+    for (size_t i = 0; i < n; i++) {
+        m = fmax(m, fabs((double)a[i] - b[i]));
+        s = fmax(s, fabs((double)b[i]));
+    }
+    return m / s;
+}
+
+/* The bound against the CPU engine. Both compute in float32 with the same formulas; they differ in
+ * the order of every sum (the CPU's 8-lane vectors vs 32 lanes of 8-element chunks and a pairwise
+ * tree), in float instead of double for the softmax denominator, and in expf (glibc vs the
+ * CPU engine's Cephes vector exp, ~2 ulp). Each product row sums d_model..d_ff = 64..128 terms:
+ * a relative error of a few 1e-7 per layer, ~1e-6 after two layers and the unembedding; 2e-5
+ * (f32) leaves a margin of 10x. f16 models store the same weights rounded (exactly the same
+ * values on both sides), so the bound is the same. A wrong index or formula is off by O(1). */
+#define BOUND 2e-5
+
+typedef struct {
+    sl_model *cpu, *gpu;
+    sl_model_ctx *cc, *gc;
+    size_t V;
+    float *a, *b;
+    double worst;
+} pair;
+
+static void pair_open(pair *p, const char *path)
+{
+    memset(p, 0, sizeof *p);
+    cr_assert_eq(sl_model_open(path, &p->cpu), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(sl_model_open(path, &p->gpu), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(sl_model_set_device(p->gpu, "cuda-emu"), SL_OK, "%s", sl_errmsg());
+    cr_assert_str_eq(sl_model_device(p->gpu), "cuda-emu");
+    const size_t L = p->cpu->cfg.max_seq_len;
+    cr_assert_eq(sl_model_ctx_alloc(p->cpu, L, &p->cc), SL_OK);
+    cr_assert_eq(sl_model_ctx_alloc(p->gpu, L, &p->gc), SL_OK);
+    cr_assert(p->gc->gpu);
+    p->V = p->cpu->cfg.vocab_size;
+    p->a = malloc(SL_INFER_GPU_NMAX * 2 * p->V * sizeof(float));
+    p->b = malloc(SL_INFER_GPU_NMAX * 2 * p->V * sizeof(float));
+}
+
+static void pair_close(pair *p)
+{
+    free(p->a), free(p->b);
+    sl_model_ctx_free(p->cc), sl_model_ctx_free(p->gc);
+    sl_model_close(p->cpu), sl_model_close(p->gpu);
+}
+
+/* Both contexts take the same n tokens; the logits of the last n_rows must agree within BOUND. */
+static void pair_step(pair *p, const int32_t *tok, size_t n, size_t n_rows, const char *what)
+{
+    cr_assert_eq(sl_model_forward_last(p->cc, tok, n, n_rows, p->a), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(sl_model_forward_last(p->gc, tok, n, n_rows, p->b), SL_OK, "%s", sl_errmsg());
+    cr_assert_eq(p->cc->len, p->gc->len);
+    for (size_t r = 0; r < n_rows; r++) {
+        double d = rel_diff(p->b + r * p->V, p->a + r * p->V, p->V);
+        p->worst = fmax(p->worst, d);
+        cr_assert_leq(d, BOUND, "%s: n=%zu row %zu at len %zu: relative difference %g", what, n, r, p->cc->len, d);
+    }
+}
+
+/* A prompt of 7 tokens (one call), then blocks of n = 1..6 of which k = n / 2 are kept (truncate
+ * as a rejection does), twice over, then rows-only calls (the sampler's path). */
+static double check_against_cpu(const char *path)
+{
+    pair p;
+    pair_open(&p, path);
+    const size_t V = p.V;
+    int32_t tok[32];
+    uint64_t s = 12345;
+    for (size_t i = 0; i < 32; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        tok[i] = (int32_t)((s >> 33) % V);
+    }
+    pair_step(&p, tok, 7, 7, path);
+    for (int round = 0; round < 2; round++)
+        for (size_t n = 1; n <= 6; n++) {
+            pair_step(&p, tok + n + round, n, n, path);
+            size_t keep = p.cc->len - n + n / 2;
+            cr_assert_eq(sl_model_truncate(p.cc, keep), SL_OK);
+            cr_assert_eq(sl_model_truncate(p.gc, keep), SL_OK);
+        }
+    cr_assert_eq(sl_model_truncate(p.cc, 20), SL_OK); /* 25 now; the calls below add 9 */
+    cr_assert_eq(sl_model_truncate(p.gc, 20), SL_OK);
+    pair_step(&p, tok + 3, 5, 2, path);
+    pair_step(&p, tok + 9, 3, 0, path);
+    pair_step(&p, tok + 1, 1, 1, path);
+    double worst = p.worst;
+    pair_close(&p);
+    return worst;
+}
+
+Test(infer_gpu, emu_matches_cpu_engine_on_fixtures)
+{
+    for (size_t f = 0; f < 4; f++) {
+        double w = check_against_cpu(fixture(FIXTURES[f], ""));
+        cr_log_info("%s: worst relative difference %g", FIXTURES[f], w);
+    }
+}
+
+/* Shapes the fixtures do not have: head_dim 12 and d_ff 52 (no 8-element chunk is full), an
+ * untied unembedding, one kv head for three query heads, bf16 weights. */
+Test(infer_gpu, emu_matches_cpu_engine_on_odd_shapes)
+{
+    const struct {
+        sl_arch arch;
+        const char *cfg;
+        sl_dtype dt;
+    } cases[] = {
+        {SL_ARCH_GPT2,
+         "{\"vocab_size\":101,\"n_layer\":2,\"n_head\":3,\"d_model\":36,\"d_ff\":52,\"max_seq_len\":30,"
+         "\"tied_embeddings\":false}",
+         SL_DT_F16},
+        {SL_ARCH_LLAMA,
+         "{\"vocab_size\":101,\"n_layer\":2,\"n_head\":3,\"n_kv_head\":1,\"d_model\":36,\"d_ff\":52,"
+         "\"max_seq_len\":30,\"rope_theta\":500,\"tied_embeddings\":true}",
+         SL_DT_BF16},
+    };
+    for (size_t k = 0; k < 2; k++) {
+        sl_model_config cfg;
+        cr_assert_eq(sl_model_config_parse(cases[k].cfg, cases[k].arch, "test", &cfg), SL_OK, "%s", sl_errmsg());
+        char path[256];
+        snprintf(path, sizeof path, "/tmp/sl_test_infer_gpu_%ld_%zu.safetensors", (long)getpid(), k);
+        cr_assert_eq(sl_model_init_write(path, cases[k].arch, &cfg, 31 + k, cases[k].dt, 0.25, NULL), SL_OK);
+        double w = check_against_cpu(path);
+        cr_log_info("odd shape %zu: worst relative difference %g", k, w);
+        unlink(path);
+    }
+}
+
+/* The same comparison test_engine makes for the CPU engine, against the PyTorch reference: the
+ * 24 reference tokens in one call (blocks of 16 + 8). 1e-4 absolute, test_engine's bound. */
+Test(infer_gpu, emu_matches_pytorch_reference)
+{
+    for (size_t f = 0; f < 4; f++) {
+        sl_st_file *rf;
+        cr_assert_eq(sl_st_open(fixture(FIXTURES[f], ".ref"), &rf), SL_OK);
+        const sl_st_tensor *t = sl_st_find(rf, "logits");
+        cr_assert(t && t->ndim == 2 && t->dtype == SL_DT_F32);
+        const size_t n = (size_t)t->shape[0], V = (size_t)t->shape[1];
+        int32_t tokens[64];
+        size_t k = 0;
+        for (const char *s = sl_st_meta(rf, "tokens"); s && *s && k < n;) {
+            char *e;
+            tokens[k++] = (int32_t)strtol(s, &e, 10);
+            s = *e ? e + 1 : e;
+        }
+        cr_assert_eq(k, n);
+        sl_model *m;
+        sl_model_ctx *c;
+        cr_assert_eq(sl_model_open(fixture(FIXTURES[f], ""), &m), SL_OK);
+        cr_assert_eq(sl_model_set_device(m, "cuda-emu"), SL_OK);
+        cr_assert_eq(sl_model_ctx_alloc(m, m->cfg.max_seq_len, &c), SL_OK);
+        float *logits = malloc(n * V * sizeof(float));
+        cr_assert_eq(sl_model_forward(c, tokens, n, logits), SL_OK, "%s", sl_errmsg());
+        double d = 0;
+        for (size_t i = 0; i < n * V; i++) d = fmax(d, fabs((double)logits[i] - ((const float *)t->data)[i]));
+        cr_assert_leq(d, 1e-4, "%s: max |logit - torch| = %g", FIXTURES[f], d);
+        free(logits);
+        sl_model_ctx_free(c);
+        sl_model_close(m);
+        sl_st_close(rf);
+    }
+}
+
+/* Every product row and attention item is computed by one warp in one order whatever n: a token
+ * scored inside a block of 6 gets the same bits as scored alone. */
+Test(infer_gpu, block_scoring_equals_one_by_one_bitwise)
+{
+    sl_model *m;
+    sl_model_ctx *a, *b;
+    cr_assert_eq(sl_model_open(fixture("llama_f16", ""), &m), SL_OK);
+    cr_assert_eq(sl_model_set_device(m, "cuda-emu"), SL_OK);
+    cr_assert_eq(sl_model_ctx_alloc(m, 32, &a), SL_OK);
+    cr_assert_eq(sl_model_ctx_alloc(m, 32, &b), SL_OK);
+    const size_t V = m->cfg.vocab_size;
+    const int32_t tok[10] = {3, 17, 200, 5, 99, 0, 255, 42, 8, 130};
+    float *x = malloc(10 * V * sizeof(float)), *y = malloc(10 * V * sizeof(float));
+    cr_assert_eq(sl_model_forward(a, tok, 4, x), SL_OK);
+    cr_assert_eq(sl_model_forward(a, tok + 4, 6, x + 4 * V), SL_OK);
+    for (size_t i = 0; i < 10; i++) cr_assert_eq(sl_model_forward(b, tok + i, 1, y + i * V), SL_OK);
+    cr_assert(memcmp(x, y, 10 * V * sizeof(float)) == 0);
+    free(x), free(y);
+    sl_model_ctx_free(a), sl_model_ctx_free(b);
+    sl_model_close(m);
+}
+
+Test(infer_gpu, unknown_or_missing_device_is_an_input_error)
+{
+    sl_model *m;
+    cr_assert_eq(sl_model_open(fixture("gpt2_f32", ""), &m), SL_OK);
+    cr_assert_eq(sl_model_set_device(m, "tpu"), SL_EINPUT);
+    cr_assert_eq(sl_model_set_default_device("tpu"), SL_EINPUT);
+    setenv("SL_INFER_CUDA_LIB", "/nonexistent/libsl_infer_cuda.so", 1);
+    cr_assert_eq(sl_model_set_device(m, "cuda"), SL_EINPUT);
+    cr_assert_eq(sl_model_set_default_device("cuda"), SL_EINPUT);
+    unsetenv("SL_INFER_CUDA_LIB");
+    cr_assert_str_eq(sl_model_device(m), "cpu");
+    cr_assert_str_eq(sl_model_default_device(), "cpu");
+    /* The default device places a model when its first context is made. */
+    cr_assert_eq(sl_model_set_default_device("cuda-emu"), SL_OK);
+    sl_model_ctx *c;
+    cr_assert_eq(sl_model_ctx_alloc(m, 8, &c), SL_OK);
+    cr_assert_str_eq(sl_model_device(m), "cuda-emu");
+    int32_t tok[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    float *l = malloc(9 * m->cfg.vocab_size * sizeof(float));
+    cr_assert_eq(sl_model_forward(c, tok, 9, l), SL_EINPUT); /* past the context */
+    tok[0] = 256;
+    cr_assert_eq(sl_model_forward(c, tok, 1, l), SL_EINPUT); /* id outside the vocabulary */
+    cr_assert_eq(c->len, 0);
+    free(l);
+    sl_model_ctx_free(c);
+    sl_model_close(m);
+    cr_assert_eq(sl_model_set_default_device("cpu"), SL_OK);
+}
