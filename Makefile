@@ -128,6 +128,9 @@ $(BUILD)/libsl_train_cuda.so: models/train/sl_train_gpu.c models/train/sl_train_
 	@mkdir -p $(dir $@)
 	$(NVCC) -O3 -arch=$(NVCC_ARCH) -x cu -Imodels/train -Xcompiler -fPIC,-fvisibility=hidden -shared -o $@ $< -lcublas
 
+# The inference backend's library (--device cuda), added to `make cuda` by its own rules.
+include models/infer_gpu.mk
+
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN)
 
