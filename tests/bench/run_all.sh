@@ -68,12 +68,15 @@ def git(*a):
 
 with open("/proc/loadavg") as f:
     load_end = " ".join(f.read().split()[:3])
+if not load_start:  # --collect: the outputs were made earlier; the load now says nothing about them
+    load_end = None
 res = {
-    "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "memory_gib": mem_gib(), "load_average_start": load_start,
+    "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "memory_gib": mem_gib(), "load_average_start": load_start or None,
                 "load_average_end": load_end},
     "threads": {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
                 "note": "each benchmark sets its own thread counts; a figure's threads come from its name (.tN)"},
     "revision": git("describe", "--always", "--dirty"),
+    "collected_from_saved_outputs": not load_start,
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     "benchmarks": [os.path.basename(x)[:-4] if x.endswith(".log") else os.path.basename(x) for x in logs],
     "figures": figures,
@@ -92,6 +95,7 @@ PY
 
 if [ "${1:-}" = --collect ]; then
   shift
+  load_start=
   collect "$@"
   exit $?
 fi

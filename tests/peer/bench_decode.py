@@ -248,7 +248,7 @@ def run_spec(rounds, n, thread_list, tmp, gamma=4):
 
 
 def main(argv):
-    rounds, n, thread_list, shape, workdir, spec = 3, 128, [1, 2], "110m", None, True
+    rounds, n, thread_list, shape, workdir, spec, plain = 3, 128, [1, 2], "110m", None, True, True
     i = 0
     while i < len(argv):
         k = argv[i]
@@ -261,19 +261,20 @@ def main(argv):
         elif k == "--shape" and v in SHAPES: shape = v
         elif k == "--workdir": workdir = v
         elif k == "--spec": spec = v != "0"
+        elif k == "--plain": plain = v != "0"
         else: raise SystemExit(f"bench_decode: unknown option {k} {v}")
         i += 2
     tmp = workdir or tempfile.mkdtemp(prefix="bench_decode.")
     os.makedirs(tmp, exist_ok=True)
     try:
-        return run(rounds, n, thread_list, shape, tmp, spec)
+        return run(rounds, n, thread_list, shape, tmp, spec, plain)
     finally:
         if workdir is None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run(rounds, n, thread_list, shape, tmp, spec):
-    m, pieces = make_models(tmp, shape)
+def run(rounds, n, thread_list, shape, tmp, spec, plain):
+    m, pieces = make_models(tmp, shape) if plain else (None, None)
     cfg = SHAPES[shape]
     print(f"model: random Llama, shape {shape} ({json.dumps(cfg)}); {n} greedy tokens after BOS; "
           f"{rounds} rounds, runs alternated; threads {','.join(map(str, thread_list))}")
@@ -286,9 +287,11 @@ def run(rounds, n, thread_list, shape, tmp, spec):
     print("llama2.c f16: not offered (run.c reads float32 checkpoints only; its runq.c is Q8_0)")
     # comparisons: (name, speclab model, peer kind, peer file)
     pairs = []
-    if not no_run_c:
+    if not plain:
+        pass
+    elif not no_run_c:
         pairs.append(("llama2c.f32", "f32", "run.c", None))
-    if not no_llamacpp:
+    if plain and not no_llamacpp:
         pairs += [("llamacpp.f32", "f32", "llama.cpp", m["gguf_f32"]), ("llamacpp.f16", "f16", "llama.cpp", m["gguf_f16"])]
     res = {}
     ids = {}
@@ -324,14 +327,8 @@ def run(rounds, n, thread_list, shape, tmp, spec):
                     res[key][who].append(got[who])
                 print(f"round {rnd} threads {threads} {name:13s} speclab {got['speclab']:7.2f}  {kind:9s} "
                       f"{got['peer']:7.2f} tokens/s", flush=True)
-    print(f"\n{n} tokens after BOS, greedy; tokens/s after the first forward, median of {rounds} alternated rounds "
-          f"(the machine may be shared: runs alternate so that load hits both sides)")
-    print(f"  {'comparison':14s} {'threads':>7s} {'speclab':>8s} {'peer':>8s} {'ratio':>6s}  target")
-    for (name, threads), v in sorted(res.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        a, b = statistics.median(v["speclab"]), statistics.median(v["peer"])
-        ratio = a / b
-        ok = "MET" if ratio >= TARGET_RATIO else "MISSED"
-        print(f"  {name:14s} {threads:7d} {a:8.2f} {b:8.2f} {ratio:6.3f}  >= {TARGET_RATIO} {ok}")
+    if res:
+        summary(res, n, rounds)
     spec_lines = []
     if spec and not no_llamacpp:
         spec_lines = run_spec(rounds, n, thread_list, tmp)
@@ -343,6 +340,17 @@ def run(rounds, n, thread_list, shape, tmp, spec):
     for line in spec_lines:
         print(line)
     return 0
+
+
+def summary(res, n, rounds):
+    print(f"\n{n} tokens after BOS, greedy; tokens/s after the first forward, median of {rounds} alternated rounds "
+          f"(the machine may be shared: runs alternate so that load hits both sides)")
+    print(f"  {'comparison':14s} {'threads':>7s} {'speclab':>8s} {'peer':>8s} {'ratio':>6s}  target")
+    for (name, threads), v in sorted(res.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        a, b = statistics.median(v["speclab"]), statistics.median(v["peer"])
+        ratio = a / b
+        ok = "MET" if ratio >= TARGET_RATIO else "MISSED"
+        print(f"  {name:14s} {threads:7d} {a:8.2f} {b:8.2f} {ratio:6.3f}  >= {TARGET_RATIO} {ok}")
 
 
 if __name__ == "__main__":
