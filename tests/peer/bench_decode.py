@@ -276,8 +276,9 @@ def main(argv):
 def run(rounds, n, thread_list, shape, tmp, spec, plain):
     m, pieces = make_models(tmp, shape) if plain else (None, None)
     cfg = SHAPES[shape]
-    print(f"model: random Llama, shape {shape} ({json.dumps(cfg)}); {n} greedy tokens after BOS; "
-          f"{rounds} rounds, runs alternated; threads {','.join(map(str, thread_list))}")
+    if plain:
+        print(f"model: random Llama, shape {shape} ({json.dumps(cfg)}); {n} greedy tokens after BOS; "
+              f"{rounds} rounds, runs alternated; threads {','.join(map(str, thread_list))}")
     no_run_c = build_run_c()
     no_llamacpp = install_llamacpp()
     if no_run_c:
