@@ -273,7 +273,13 @@ def main(argv):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
 def run(rounds, n, thread_list, shape, tmp, spec, plain):
+    load0 = loadavg()
     m, pieces = make_models(tmp, shape) if plain else (None, None)
     cfg = SHAPES[shape]
     if plain:
@@ -334,6 +340,8 @@ def run(rounds, n, thread_list, shape, tmp, spec, plain):
     if spec and not no_llamacpp:
         spec_lines = run_spec(rounds, n, thread_list, tmp)
     print("llama2.c speculative decoding: not offered (run.c decodes one model)")
+    print(f"load average at start {load0}, at end {loadavg()} on {os.cpu_count()} cores (a 2-thread run needs both "
+          f"cores free: read its figures with this)")
     for (name, threads), v in sorted(res.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         ratio = statistics.median(v["speclab"]) / statistics.median(v["peer"])
         print(f"TARGET peers.{name}.t{threads} value={ratio:.4f} target=>={TARGET_RATIO} unit=x "
