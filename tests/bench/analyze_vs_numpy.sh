@@ -42,6 +42,7 @@ for dist in float32 float16; do
   cratio=$(awk "BEGIN{printf \"%.2f\", $nc / $sc}")
   printf 'analyze beta %s (%s): speclab %.2f s wall (%.2f s cpu), h5py+numpy %.2f s wall (%.2f s cpu): ratio %sx wall, %sx cpu (target >= 3x wall); alpha %s vs %s %s\n' \
     "$dist" "$(du -h "$f" | cut -f1)" "$sw" "$sc" "$nw" "$nc" "$ratio" "$cratio" "$a" "$b" "$([ "$ok" = 1 ] && echo agree || echo DISAGREE)"
+  echo "TARGET analyze_vs_numpy.$dist value=$ratio target=>=3 unit=x $(awk "BEGIN{print ($ratio >= 3) ? \"MET\" : \"MISSED\"}")"
   [ "$ok" = 1 ] || status=1
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"

@@ -258,6 +258,14 @@ static double time_matmuls(const mat *ms, size_t nm, size_t n, int blas, float *
     return best_of(t, reps);
 }
 
+/* One line per target for tests/bench/run_all.sh (results.json): TARGET NAME value=V target=OPT unit=U MET|MISSED. */
+static void target_line(const char *label, const char *what, double v, const char *op, double t, const char *unit)
+{
+    const int met = op[0] == '>' ? v >= t : v <= t;
+    printf("TARGET engine.gpt2_%s.%s.%s.t%d value=%.4f target=%s%g unit=%s %s\n", large_shape() ? "774m" : "124m", label,
+           what, omp_get_max_threads(), v, op, t, unit, met ? "MET" : "MISSED");
+}
+
 static int bench_model(const char *path, const char *label, double bw)
 {
     sl_model *m;
@@ -342,6 +350,7 @@ static int bench_model(const char *path, const char *label, double bw)
     printf("(floor(n) = max(weight bytes / STREAM bandwidth, 2 n params / FMA peak) with the FMA peak measured\n"
            " at %.0f GFLOP/s on all threads%s)\n",
            peak_flops / 1e9, two_builds ? "; avx2 t(n)/t1: the AVX2 build of the matmul timed in alternation with the default build" : "");
+    if (SL_KERN_NMAX >= 5) target_line(label, "t5_over_t1", t[5] / t[1], "<=", 1.3, "x");
     if (f32)
         printf("(sgemm/t1 is OpenBLAS sgemm over the same %zu matrices, divided by its own sgemv time at n = 1;\n"
                " at n = 1 OpenBLAS sgemv takes %.2f ms vs our kernel %.2f ms)\n",
@@ -358,6 +367,7 @@ static int bench_model(const char *path, const char *label, double bw)
                "  decode %.2f ms/token, STREAM %.2f GB/s (best of each): %.1f%%; median of the pair ratios: %.1f%%"
                " (target >= 85%%)\n",
                IREPS, (double)wb / 1e6, o.t_decode * 1e3, o.bw / 1e9, 100 * o.ratio_best, 100 * o.ratio_median);
+        target_line(label, "decode_vs_stream", 100 * o.ratio_median, ">=", 85, "%");
         free(buf);
     }
     const double kv = 2.0 * (double)m->cfg.n_layer * CTX * (double)m->kv_dim * sizeof(float);

@@ -89,6 +89,9 @@ for name, g, best, loss, err, ok1, ok2, gB, gA in verdict:
           f"recommend A.h5 alone: {gA}, B.h5 alone: {gB}")
     print(f"{name}: recommended gamma's speedup within 3% of the best measured: {'MET' if ok1 else 'MISSED'} ({100 * loss:+.1f}%)")
     print(f"{name}: prediction within 5% of the measured speedup: {'MET' if ok2 else 'MISSED'} ({100 * err:+.1f}%)")
+    print(f"TARGET choose_gamma.{name}.loss_vs_best value={100 * loss:.2f} target=>=-3 unit=% {'MET' if ok1 else 'MISSED'}")
+    print(f"TARGET choose_gamma.{name}.abs_prediction_error value={100 * abs(err):.2f} target=<=5 unit=% "
+          f"{'MET' if ok2 else 'MISSED'}")
 for name in ("distilled", "lookup"):
     sub = [r for r in rows if r["pair"] == name]
     drift = max(abs(r["cost_per_iteration_B"] / r["cost_per_iteration_A"] - 1) for r in sub)

@@ -34,7 +34,10 @@ print("%s|%.3f|%.3f|%.3f [%.3f, %.3f]|%.2f|%.3f|%.4f" % (sys.argv[2], t["autoreg
 PY
   tail -1 "$T/rows" | awk -F'|' '{printf "%-22s %10s %10s %22s %6s %6s\n", $1, $2, $3, $4, $5, $6}'
 done
-awk -F'|' 'NR == 1 {one = $7 + 0 > 1 ? "MET" : "MISSED"}
+awk -F'|' 'NR == 1 {one = $7 + 0 > 1 ? "MET" : "MISSED"; lo1 = $7 + 0}
   {if (ar == "" || $2 < ar) {ar = $2; arw = $1} if (sp == "" || $3 < sp) {sp = $3; spw = $1}}
   END {printf "speedup above 1 (CI) on one thread: %s\n", one;
-       printf "best speculative (%s) vs best autoregressive (%s): %.3fx\n", spw, arw, ar / sp}' "$T/rows"
+       printf "best speculative (%s) vs best autoregressive (%s): %.3fx\n", spw, arw, ar / sp;
+       printf "TARGET family_speedup.ci_lo.t1 value=%.4f target=>1 unit=x %s\n", lo1, one;
+       printf "TARGET family_speedup.best_spec_vs_best_ar value=%.4f target=>=1.5 unit=x %s\n", ar / sp,
+              (ar / sp >= 1.5 ? "MET" : "MISSED")}' "$T/rows"
