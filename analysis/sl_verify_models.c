@@ -17,6 +17,7 @@
 #include "sl_common.h"
 #include "sl_lm_open.h"
 #include "sl_lm_prefix.h"
+#include "sl_mpi.h"
 #include "sl_prompts.h"
 #include "sl_stats.h"
 #include "sl_tok.h"
@@ -58,6 +59,29 @@ double sl_verify_models_pit(const double *p, size_t V, size_t x, double u)
 }
 
 /* ---- the sampling pass ---- */
+
+/* MPI build: a (n) array of esize-byte slots (4 or 8 bytes), each filled by exactly one rank and
+ * zero on the others, made whole on every rank: the slots' bit patterns summed as integers
+ * (x + 0 = x: exact, for doubles too). Nothing to do on one rank. */
+static int merge_slots(void *a, size_t n, size_t esize)
+{
+    if (sl_mpi_size() == 1 || n == 0) return SL_OK;
+    uint64_t *w = sl_malloc(n * sizeof *w);
+    if (!w) return SL_EFAIL;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u32;
+        if (esize == 4) memcpy(&u32, (char *)a + 4 * i, 4), w[i] = u32;
+        else memcpy(&w[i], (char *)a + 8 * i, 8);
+    }
+    sl_mpi_sum_u64(w, n);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u32 = (uint32_t)w[i];
+        if (esize == 4) memcpy((char *)a + 4 * i, &u32, 4);
+        else memcpy((char *)a + 8 * i, &w[i], 8);
+    }
+    free(w);
+    return SL_OK;
+}
 
 typedef struct {
     const sl_verify_models_config *c;
@@ -229,8 +253,12 @@ static int worker(vm_job *j, int tid)
 #pragma omp atomic write
             j->failed = 1;
         }
-        /* Samples i = p, p + P, ... continue prompt p. */
-        const long n_p = (long)((j->K - p + j->P - 1) / j->P);
+        /* Samples i = p, p + P, ... continue prompt p; in the MPI build this rank takes its share of
+         * them (m in [m_lo, m_hi)), and sl_verify_models_lm merges the ranks' slots. */
+        const long n_all = (long)((j->K - p + j->P - 1) / j->P);
+        size_t s_lo, s_hi;
+        sl_mpi_share((size_t)n_all, &s_lo, &s_hi);
+        const long m_lo = (long)s_lo, n_p = (long)(s_hi - s_lo);
 #pragma omp barrier
         double t0 = sl_now_s();
 #pragma omp for schedule(dynamic, 1)
@@ -239,7 +267,7 @@ static int worker(vm_job *j, int tid)
 #pragma omp atomic read
             f = j->failed;
             if (f || rc) continue;
-            rc = one_spec(j, p + (size_t)m * j->P, j->prompts[p], j->n_prompt[p], &tw, &dw, &rr, ur);
+            rc = one_spec(j, p + (size_t)(m_lo + m) * j->P, j->prompts[p], j->n_prompt[p], &tw, &dw, &rr, ur);
             if (rc) {
 #pragma omp atomic write
                 j->failed = 1;
@@ -252,14 +280,14 @@ static int worker(vm_job *j, int tid)
              * tokens' subtrees shared out, largest first. */
 #pragma omp for schedule(static)
             for (long m = 0; m < n_p; m++) {
-                size_t i = p + (size_t)m * j->P;
+                size_t i = p + (size_t)(m_lo + m) * j->P;
                 if (ur) ar_uniforms(j, i, ur);
                 if (wrapped) ar_draw_one(j, i, 0, sl_lm_prefix_row(&tw, 0));
             }
 #pragma omp single
             {
                 j->n_idx = (size_t)n_p;
-                for (size_t m = 0; m < j->n_idx; m++) j->ar_idx[m] = p + m * j->P;
+                for (size_t m = 0; m < j->n_idx; m++) j->ar_idx[m] = p + ((size_t)m_lo + m) * j->P;
                 tok_order o = {j->art, j->k, 0};
                 qsort_r(j->ar_idx, j->n_idx, sizeof *j->ar_idx, cmp_by_token, &o);
                 j->n_grp = 0;
@@ -441,10 +469,10 @@ int sl_verify_models_lm(const sl_verify_models_config *c, const int32_t *const *
                 rc = sl_fail(SL_EINPUT, "prompt %zu: token id %d is outside [0, %zu)", p + 1, prompts[p][i], j.V);
                 goto done;
             }
-    j.spec = sl_malloc(K * k * sizeof *j.spec);
-    j.art = sl_malloc(K * k * sizeof *j.art);
-    j.spec_u = sl_malloc(K * k * sizeof *j.spec_u);
-    j.ar_u = sl_malloc(K * k * sizeof *j.ar_u);
+    j.spec = sl_calloc(K * k, sizeof *j.spec);
+    j.art = sl_calloc(K * k, sizeof *j.art);
+    j.spec_u = sl_calloc(K * k, sizeof *j.spec_u);
+    j.ar_u = sl_calloc(K * k, sizeof *j.ar_u);
     j.spec_zero = sl_calloc(K, sizeof *j.spec_zero);
     j.drafted = sl_calloc(K, sizeof *j.drafted);
     j.accepted = sl_calloc(K, sizeof *j.accepted);
@@ -480,7 +508,14 @@ int sl_verify_models_lm(const sl_verify_models_config *c, const int32_t *const *
         if (wrc[w]) rc = sl_fail(wrc[w], "%s", wmsg[w]);
     free(wrc);
     free(wmsg);
-    if (rc) goto done;
+    /* MPI build: every rank filled the slots of its samples (the others are zero); the slots of
+     * all ranks, on every rank, before the tests (which then run alike everywhere). */
+    if ((rc = sl_mpi_status(rc))) goto done;
+    if ((rc = merge_slots(j.spec, K * k, sizeof *j.spec)) || (rc = merge_slots(j.art, K * k, sizeof *j.art)) ||
+        (rc = merge_slots(j.spec_u, K * k, sizeof *j.spec_u)) || (rc = merge_slots(j.ar_u, K * k, sizeof *j.ar_u)) ||
+        (rc = merge_slots(j.spec_zero, K, sizeof *j.spec_zero)) ||
+        (rc = merge_slots(j.drafted, K, sizeof *j.drafted)) || (rc = merge_slots(j.accepted, K, sizeof *j.accepted)))
+        goto done;
 
     sl_verify_result *vr = r->verify;
     vr->rule = c->rule.rule;

@@ -9,6 +9,10 @@
 # Env: SIZES (iterations per rank, default "1000000 2000000 4000000"), REPS (runs per size, median
 # taken, default 3), VOCAB (default 50257), GAMMA (default 4), FAMILY (default noisy),
 # MPIRUN_FLAGS (extra mpirun flags, e.g. "--bind-to core").
+# Real models instead of a family: TARGET and DRAFT (model specs), VOCAB their vocabulary, TOKENS
+# (default 4): `verify --target --draft --samples N --tokens TOKENS` on a fixed prompt, both modes;
+# an "iteration" is then one sample (a speculative and an autoregressive continuation), the unit
+# of the first-token test that verify_cost.py plans for.
 # Each run is the whole command's wall time: start-up, the family's plan (alias tables, O(V)),
 # the sampler and its block-by-block counting (O(iterations)), the tests (O(V) once every test has
 # >= 5 observations per category, as at these sizes: no Monte Carlo p-value) and, under MPI, the
@@ -28,16 +32,21 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_AL
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 ranks=${NP:-1}
+if [ -n "${TARGET:-}" ]; then
+  FAM="models:$(basename "$TARGET" .safetensors)+$(basename "$DRAFT" .safetensors)"
+  WHAT=(--target "$TARGET" --draft "$DRAFT" --prompt-ids 1,2,3,4,5,6,7,8 --tokens "${TOKENS:-4}" --gamma "$G" --samples)
+else
+  WHAT=(--family "$FAM" --vocab "$V" --gamma "$G" --iterations)
+fi
 run() { # iterations -> seconds on stdout; the command's CSV in $T/out.csv
   local t0 t1 rc
   t0=$(date +%s.%N)
   if [ -n "$NP" ]; then
     # shellcheck disable=SC2086
-    mpirun --oversubscribe ${MPIRUN_FLAGS:-} -np "$NP" "$M" verify --family "$FAM" --vocab "$V" --gamma "$G" \
-      --iterations "$1" --seed 1 --threads 1 --quiet --format csv > "$T/out.csv" 2> "$T/err"
-  else
-    "$S" verify --family "$FAM" --vocab "$V" --gamma "$G" --iterations "$1" --seed 1 --threads 1 --quiet \
+    mpirun --oversubscribe ${MPIRUN_FLAGS:-} -np "$NP" "$M" verify "${WHAT[@]}" "$1" --seed 1 --threads 1 --quiet \
       --format csv > "$T/out.csv" 2> "$T/err"
+  else
+    "$S" verify "${WHAT[@]}" "$1" --seed 1 --threads 1 --quiet --format csv > "$T/out.csv" 2> "$T/err"
   fi
   rc=$?
   t1=$(date +%s.%N)

@@ -96,6 +96,17 @@ same_stdout "verify positional bug (rejected)" verify --family positional --voca
 same_stdout "verify replications" verify --family dirichlet --vocab 4 --gamma 2 --iterations 700 --seed 1 \
   --replications 3 --quiet
 
+# verify with models: the samples split across ranks and merged slot by slot; every table equal
+# but the sampling summary's threads and seconds (the last table's row: dropped).
+VM=(verify --target tests/ref/gpt2_f32.safetensors --draft tests/ref/gpt2_f16.safetensors --prompt-ids 1,2,3
+    --samples 120 --tokens 3 --seed 5 --format csv)
+"$S" "${VM[@]}" --threads 1 | sed '$d' >"$T/vm.s"; rs=$?
+for n in 2 3; do
+  mpi "$n" "${VM[@]}" | sed '$d' >"$T/vm.m"
+  [ -s "$T/vm.s" ] && cmp -s "$T/vm.s" "$T/vm.m" && ok "verify --target --draft -np $n: every test identical (timings aside)" \
+    || bad "verify --target --draft -np $n: output differs: $(diff "$T/vm.s" "$T/vm.m" | head -3)"
+done
+
 # ---- measure: the log, value for value ----
 SYN=(measure --synthetic noisy --vocab 50 --sequences 11 --tokens 9 --shard-sequences 2 --seed 4 --quiet)
 mkdir -p "$T/s1" "$T/m2" "$T/m3"
