@@ -6,6 +6,7 @@
 #   asan:ITEM         the sanitizer pass (tests/san/README.md): unit tests, smoke test, bad-input
 #                     scripts and the fuzz-corpus replay with the ASan+UBSan build (build-san/)
 #   valgrind          tests/san/valgrind.sh: the smoke test under valgrind memcheck
+# TEST_ONLY=REGEX runs only the items whose name matches it.
 # TEST_JOBS items run at a time (default 2: the CI machine has 2 cores, and most items leave one
 # idle: one thread, or waiting on valgrind, python, gnuplot, npm). Each item's output is kept and
 # printed whole when it ends, under "== ITEM (S s, ok|FAIL) ==", so the log reads as if they had
@@ -22,7 +23,8 @@ trap 'rm -rf "$W"' EXIT
 # last minutes are not one long item beside an idle core) ----
 names=()
 declare -A cmd=()
-add() { names+=("$1"); cmd[$1]=$2; }
+# TEST_ONLY=REGEX keeps only the items whose name matches (a quick rerun of some).
+add() { [[ -z ${TEST_ONLY:-} || $1 =~ $TEST_ONLY ]] || return 0; names+=("$1"); cmd[$1]=$2; }
 
 have_san=0
 if [ -n "${SPECLAB_SAN:-}" ] && [ -x "$SPECLAB_SAN" ] && [ -x "${TEST_BIN_SAN:-}" ]; then have_san=1; fi
@@ -76,8 +78,6 @@ run_script() {
     *) bash "$1" ;;
   esac
 }
-export -f run_script
-export TEST_BIN
 
 # ---- the pool ----
 passed=0
