@@ -9,7 +9,7 @@
 # TEST_ONLY=REGEX runs only the items whose name matches it.
 # TEST_JOBS items run at a time (default 2: the CI machine has 2 cores, and most items leave one
 # idle: one thread, or waiting on valgrind, python, gnuplot, npm). Each item's output is kept and
-# printed whole when it ends, under "== ITEM (S s, ok|FAIL) ==", so the log reads as if they had
+# printed whole when it ends, under "== ITEM (S s, C s CPU, ok|FAIL) ==", so the log reads as if they had
 # run one after another. Items that must not overlap are held back (GROUP, ALONE below).
 set -u
 cd "$(dirname "$0")/.."
@@ -90,7 +90,9 @@ running=0
 
 start() {
   local n=$1 i=${#t_start[@]}
-  ( eval "${cmd[$n]}" ) </dev/null >"$W/$i.out" 2>&1 &
+  # The item's CPU time (its processes' user + system, from `times`) goes to $W/$i.cpu.
+  ( eval "${cmd[$n]}"; rc=$?; times | awk 'NR == 2 { gsub(/[ms]/, " "); print $1 * 60 + $2 + $3 * 60 + $4 }' \
+      >"$W/$i.cpu"; exit $rc ) </dev/null >"$W/$i.out" 2>&1 &
   pid_name[$!]=$n
   t_start[$n]=$EPOCHREALTIME
   out_file[$n]="$W/$i.out"
@@ -120,9 +122,11 @@ finish_one() {
   [ -n "${group[$n]:-}" ] && unset "busy[${group[$n]}]"
   local dt
   dt=$(awk -v a="${t_start[$n]}" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }')
-  times+=("$dt s $n")
+  local cpu
+  cpu=$(awk '{ printf "%.1f", $1 }' "${out_file[$n]%.out}.cpu" 2>/dev/null)
+  times+=("$dt s ($cpu s CPU) $n")
   if [ "$rc" -eq 0 ]; then passed=$((passed + 1)); v=ok; else failed=$((failed + 1)); failures+=("$n"); v="FAIL, exit $rc"; fi
-  echo "== $n ($dt s, $v) =="
+  echo "== $n ($dt s, $cpu s CPU, $v) =="
   cat "${out_file[$n]}"
   rm -f "${out_file[$n]}"
 }
@@ -144,7 +148,7 @@ done
 
 [ $have_san = 1 ] || echo "== sanitizer pass skipped: no SPECLAB_SAN/TEST_BIN_SAN build (make test or make san builds build-san/) =="
 # Where the suite's time goes (the budget is 15 minutes on 2 cores): the slowest items.
-echo "== slowest CLI tests (and unit, sanitizer, valgrind items; wall time beside another item) =="
+echo "== slowest CLI tests (and unit, sanitizer, valgrind items; wall time, beside another item, and CPU time) =="
 printf '%s\n' "${times[@]}" | sort -rn | head -10
 echo "== all done after $SECONDS s =="
 
