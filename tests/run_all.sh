@@ -90,9 +90,8 @@ running=0
 
 start() {
   local n=$1 i=${#t_start[@]}
-  # The item's CPU time (its processes' user + system, from `times`) goes to $W/$i.cpu.
-  ( eval "${cmd[$n]}"; rc=$?; times | awk 'NR == 2 { gsub(/[ms]/, " "); print $1 * 60 + $2 + $3 * 60 + $4 }' \
-      >"$W/$i.cpu"; exit $rc ) </dev/null >"$W/$i.out" 2>&1 &
+  # The item's CPU time (its processes' user + system: `times`, second line) goes to $W/$i.cpu.
+  ( eval "${cmd[$n]}"; rc=$?; times >"$W/$i.cpu"; exit $rc ) </dev/null >"$W/$i.out" 2>&1 &
   pid_name[$!]=$n
   t_start[$n]=$EPOCHREALTIME
   out_file[$n]="$W/$i.out"
@@ -123,7 +122,7 @@ finish_one() {
   local dt
   dt=$(awk -v a="${t_start[$n]}" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }')
   local cpu
-  cpu=$(awk '{ printf "%.1f", $1 }' "${out_file[$n]%.out}.cpu" 2>/dev/null)
+  cpu=$(awk 'NR == 2 { gsub(/[ms]/, " "); printf "%.1f", $1 * 60 + $2 + $3 * 60 + $4 }' "${out_file[$n]%.out}.cpu" 2>/dev/null)
   times+=("$dt s ($cpu s CPU) $n")
   if [ "$rc" -eq 0 ]; then passed=$((passed + 1)); v=ok; else failed=$((failed + 1)); failures+=("$n"); v="FAIL, exit $rc"; fi
   echo "== $n ($dt s, $cpu s CPU, $v) =="
