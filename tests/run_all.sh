@@ -16,6 +16,10 @@ cd "$(dirname "$0")/.."
 export SPECLAB=${SPECLAB:-build/speclab}
 TEST_BIN=${TEST_BIN:-build/test_speclab}
 JOBS=${TEST_JOBS:-2}
+# OpenMP threads sleep at a barrier instead of spinning: two items of 2 threads each share 2 cores,
+# and a spinning thread takes the core its partner needs (train_cli.sh beside a build: 70 s of CPU
+# spinning, 7 s passive).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 W=$(mktemp -d /tmp/sl_run_all.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 
