@@ -19,7 +19,7 @@ python3 analysis/doc_table.py analysis/MPI.md analysis/verify_cost_device.csv ve
 python3 analysis/doc_table.py analysis/MPI.md analysis/verify_models_cost_device.csv verify_models_cost_device $C
 # README: the 16-core efficiencies, and the largest verification at Holm's level (first row of each
 # node count), synthetic and with models.
-python3 analysis/mpi_efficiency.py analysis/mpi_scaling_device.csv "16 cores" > "$T/eff.csv"
+python3 analysis/mpi_efficiency.py analysis/mpi_scaling_device.csv > "$T/eff.csv"
 python3 analysis/doc_table.py README.md "$T/eff.csv" mpi_efficiency
 python3 - "$T/cost.csv" <<'PY'
 import csv, sys

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# badinput_cli.sh: bad-input rows of the README's "Bad input" table that no other CLI test covers at
+# badinput_cli.sh: bad-input rows of tests/BAD_INPUT.md (the README's "Bad input" section) that no other CLI test covers at
 # the command line (the unit tests check the same readers as library calls): prompt files, token
 # files with a wrong magic, safetensors headers whose length runs past the file, and malformed
 # flags (ranges, lists, numbers, enumerations, missing values). Each: exit 2, exactly one line on
