@@ -20,6 +20,7 @@
 #include "sl_mc.h"
 #include "sl_samples.h"
 #include "sl_verify.h"
+#include "verify_plans.h"
 
 static char dir[128];
 
@@ -69,23 +70,6 @@ static char *slurp(const char *path, size_t *n)
     cr_assert_eq(fread(b, 1, *n, f), *n);
     fclose(f);
     return b;
-}
-
-static sl_mc_plan *family_plan(sl_mc_family fam, size_t V, size_t gamma, sl_rule rule)
-{
-    sl_mc_family_params fp = SL_MC_FAMILY_DEFAULT;
-    fp.family = fam;
-    fp.V = V;
-    fp.gamma = gamma;
-    sl_mc_rows *rows;
-    cr_assert_eq(sl_mc_family_rows(&fp, &rows), SL_OK, "%s", sl_errmsg());
-    sl_mc_source src = sl_mc_rows_source(rows);
-    sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
-    cfg.rule = rule;
-    sl_mc_plan *plan;
-    cr_assert_eq(sl_mc_plan_alloc(&src, gamma, &cfg, &plan), SL_OK, "%s", sl_errmsg());
-    sl_mc_rows_free(rows);
-    return plan;
 }
 
 /* What sl_verify_run does before its tests: the sampler's own code with token capture. */
@@ -173,11 +157,6 @@ static void write_h5(const char *path, const int32_t *tok, const uint8_t *nem, s
     }
     H5Fclose(f);
     free(it), free(pos), free(tk), free(code), free(str);
-}
-
-static int same_double(double a, double b)
-{
-    return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
 }
 
 /* Every field of two verify results, doubles bit for bit. */

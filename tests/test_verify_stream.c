@@ -18,28 +18,7 @@
 #include "sl_mc.h"
 #include "sl_stats.h"
 #include "sl_verify.h"
-
-static sl_mc_plan *family_plan(sl_mc_family fam, size_t V, size_t gamma, sl_rule rule)
-{
-    sl_mc_family_params fp = SL_MC_FAMILY_DEFAULT;
-    fp.family = fam;
-    fp.V = V;
-    fp.gamma = gamma;
-    sl_mc_rows *rows;
-    cr_assert_eq(sl_mc_family_rows(&fp, &rows), SL_OK);
-    sl_mc_source src = sl_mc_rows_source(rows);
-    sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
-    cfg.rule = rule;
-    sl_mc_plan *plan;
-    cr_assert_eq(sl_mc_plan_alloc(&src, gamma, &cfg, &plan), SL_OK, "%s", sl_errmsg());
-    sl_mc_rows_free(rows);
-    return plan;
-}
-
-static int same_double(double a, double b)
-{
-    return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
-}
+#include "verify_plans.h"
 
 /* Every field of two test rows, bit for bit, but the Holm adjustment (it depends on the other
  * tests' p-values: pair and triple differ between the streaming and the stored path). */
