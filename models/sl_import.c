@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "sl_common.h"
+#include "sl_kern.h"
 
 static const char *const FORMAT_NAMES[] = {"speclab", "hf-gpt2", "llama2c", "gguf"};
 
@@ -102,19 +103,54 @@ int sl_model_file_open(const char *path, sl_st_file **out, sl_model_format *fmt_
     return sl_fail(SL_EFAIL, "unreachable format %d", (int)fmt);
 }
 
+/* Is dt a floating-point weight type (one --dtype converts between)? */
+static int is_float_dtype(sl_dtype dt) { return dt == SL_DT_F32 || dt == SL_DT_F16 || dt == SL_DT_BF16; }
+
 int sl_export_speclab(const sl_st_file *native, const char *path, const sl_export_opts *o)
 {
+    sl_dtype want = SL_DT_F32;
+    int convert = 0;
     if (o && o->dtype) {
-        sl_dtype want;
         if (sl_dtype_parse(o->dtype, &want)) return SL_EINPUT;
         for (size_t i = 0; i < native->n_tensors; i++)
-            if (native->tensors[i].dtype != want && native->tensors[i].ndim == 2)
-                return sl_fail(SL_EINPUT, "%s: changing the dtype while converting to speclab is not supported yet "
-                               "(tensor '%s' is %s)", path, native->tensors[i].name,
-                               sl_dtype_name(native->tensors[i].dtype));
+            convert |= native->tensors[i].ndim == 2 && is_float_dtype(native->tensors[i].dtype) &&
+                       native->tensors[i].dtype != want;
     }
     /* The native file records only the native metadata, plus where it came from. */
-    return sl_st_write_file(native, path);
+    if (!convert) return sl_st_write_file(native, path);
+    /* --dtype: every matrix (2-D float tensor) in the wanted type, through float32 (exact from
+     * f16/bf16, rounded to nearest even towards f16/bf16); vectors (norms, biases) as they are. */
+    const size_t n = native->n_tensors;
+    sl_st_wtensor *w = calloc(n ? n : 1, sizeof *w);
+    void **bufs = calloc(n ? n : 1, sizeof *bufs);
+    float *tmp = NULL;
+    int rc = w && bufs ? SL_OK : sl_fail(SL_EFAIL, "out of memory converting %s", path);
+    for (size_t i = 0; i < n && !rc; i++) {
+        const sl_st_tensor *t = &native->tensors[i];
+        w[i] = (sl_st_wtensor){t->name, t->dtype, t->ndim, {0}, t->data};
+        memcpy(w[i].shape, t->shape, sizeof t->shape);
+        if (t->ndim != 2 || !is_float_dtype(t->dtype) || t->dtype == want) continue;
+        float *f = realloc(tmp, (t->numel ? t->numel : 1) * sizeof *f);
+        bufs[i] = malloc((t->numel ? t->numel : 1) * sl_dtype_size(want));
+        if (!f || !bufs[i]) {
+            if (f) tmp = f;
+            rc = sl_fail(SL_EFAIL, "out of memory converting tensor '%s'", t->name);
+            break;
+        }
+        tmp = f;
+        sl_kern_to_f32(tmp, t->data, t->dtype, t->numel);
+        sl_kern_from_f32(bufs[i], tmp, want, t->numel);
+        w[i].dtype = want;
+        w[i].data = bufs[i];
+    }
+    if (!rc)
+        rc = sl_st_write(path, w, n, (const char *const *)native->meta_keys, (const char *const *)native->meta_vals,
+                         native->n_meta);
+    for (size_t i = 0; bufs && i < n; i++) free(bufs[i]);
+    free(bufs);
+    free(w);
+    free(tmp);
+    return rc;
 }
 
 int sl_model_convert(const char *in, const char *out, sl_model_format fmt, const sl_export_opts *o)

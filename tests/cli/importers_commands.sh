@@ -94,5 +94,32 @@ expect_2 "pair: draft tokenizer differs (measure)" "differ first at id 300" meas
 expect_2 "pair: draft tokenizer differs (generate)" "differ first at id 300" generate --target "$T/t.st" --draft "$T/x.gguf" \
   --gamma 2 --prompt-ids 1,2 --tokens 4
 
+# model convert --dtype to the native format: f32 -> f16 -> f32 stores the f16 values exactly
+# (f16 -> f32 is exact), so the f32 file's distributions equal the f16 file's bit for bit, and
+# converting the f16 file to f16 again gives identical tensor bytes; the matrices change type, the
+# vectors (norms, biases) keep theirs. Checked by numpy on the safetensors files.
+"$S" model convert "$T/t.st" "$T/t16.st" --dtype f16 >/dev/null 2>&1 &&
+  "$S" model convert "$T/t16.st" "$T/t32.st" --dtype f32 >/dev/null 2>&1 &&
+  "$S" model convert "$T/t32.st" "$T/t16b.st" --dtype f16 >/dev/null 2>&1 || bad "model convert --dtype"
+"$S" model probs "$T/t16.st" --prompt-ids 5,17,300 --top 5 > "$T/pr16" 2>&1 &&
+  "$S" model probs "$T/t32.st" --prompt-ids 5,17,300 --top 5 > "$T/pr32" 2>&1 &&
+  cmp -s "$T/pr16" "$T/pr32" && ok "model convert --dtype f32 of an f16 model: same distributions" ||
+  bad "model convert --dtype: distributions differ"
+$PY - "$T/t.st" "$T/t16.st" "$T/t32.st" "$T/t16b.st" <<'PY' && ok "model convert --dtype: matrices converted (numpy), vectors kept" || bad "model convert --dtype tensors"
+import json, struct, sys
+import numpy as np
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); base = 8 + n
+    return {k: (v["dtype"], np.frombuffer(b[base + v["data_offsets"][0]:base + v["data_offsets"][1]],
+            {"F32": np.float32, "F16": np.float16}[v["dtype"]]).reshape(v["shape"])) for k, v in h.items() if k != "__metadata__"}
+a, h16, h32, h16b = (load(p) for p in sys.argv[1:])
+for k, (dt, x) in a.items():
+    want = "F16" if x.ndim == 2 else dt
+    assert h16[k][0] == want and np.array_equal(h16[k][1], x.astype(np.float16) if x.ndim == 2 else x), k
+    assert h32[k][0] == ("F32" if x.ndim == 2 else dt) and np.array_equal(h32[k][1].astype(h16[k][1].dtype), h16[k][1]), k
+    assert h16b[k][0] == h16[k][0] and h16b[k][1].tobytes() == h16[k][1].tobytes(), k
+PY
+expect_2 "model convert --dtype i32" "unknown dtype 'i32'" model convert "$T/t.st" "$T/no.st" --dtype i32
+
 [ $fail -eq 0 ] && echo "importers_commands.sh: all checks passed"
 exit $fail

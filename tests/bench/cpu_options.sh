@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# cpu_options.sh: which shipped pair and setting makes speculative decoding pay on this CPU (issue 18
+# item 2: "if a >= 1.5x needs a different shipped pair, measure the options and say which and why").
+# For every option (draft x temperature x target dtype x threads) one `speclab run` sweeps gamma
+# 1:6 with each prompt's decodes interleaved (so every gamma and the autoregressive baseline see
+# the same machine drift) and reports, at the best gamma of that option: alpha-hat, tokens per
+# iteration, the in-run speedup over the same setting's autoregressive decoding (CI over prompts),
+# c and v(gamma+1), the generalised prediction E[N] / (gamma c + v(gamma+1)), and the absolute
+# milliseconds per token of both modes (from the log's wall times), so that options can also be
+# compared with the fastest autoregressive setting of all (printed last; those settings ran one
+# after another, so that ratio carries the machine's drift between them).
+# usage: tests/bench/cpu_options.sh OUT.csv   (PROMPTS, TOKENS, DRAFTS, TEMPS, DTYPES, THREADS to narrow)
+set -u
+cd "$(dirname "$0")/../.."
+S=${SPECLAB:-build/speclab}
+OUT=${1:?usage: cpu_options.sh OUT.csv}
+F=models/family
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+head -n "${PROMPTS:-16}" data/prompts/prose.txt > "$T/p.txt"
+N=${TOKENS:-96}
+"$S" model convert $F/target.safetensors "$T/target-f32.safetensors" --dtype f32 > /dev/null || exit 1
+echo "draft,temperature,target_dtype,threads,best_gamma,alpha,tokens_per_iteration,speedup,speedup_ci_lo,speedup_ci_hi,c,v,predicted,ar_ms_per_token,spec_ms_per_token" > "$OUT"
+for th in ${THREADS:-1 2}; do
+for dt in ${DTYPES:-f16 f32}; do
+  tgt=$F/target.safetensors; [ "$dt" = f32 ] && tgt=$T/target-f32.safetensors
+  for temp in ${TEMPS:-0 1}; do
+    for d in ${DRAFTS:-$F/draft-s-distilled.safetensors models/drafts/bigram.safetensors lookup:3}; do
+      rm -rf "$T/r.h5" "$T/r.h5.d"
+      OMP_NUM_THREADS=$th OMP_WAIT_POLICY=passive "$S" run --target "$tgt" --draft "$d" --prompts "$T/p.txt" --tokens $N \
+        --gamma 1:6 --temperature "$temp" --seed 1 --cost-reps 7 --out "$T/r.h5" --format json --quiet > "$T/r.json" 2> "$T/err" \
+        || { echo "cpu_options: run failed ($d, T=$temp, $dt, $th threads): $(tail -1 "$T/err")" >&2; exit 1; }
+      /usr/bin/python3 - "$T/r.json" "$T/r.h5" "$(basename "$d" .safetensors),$temp,$dt,$th" >> "$OUT" <<'PY'
+import json, sys
+import h5py, numpy as np
+r = json.load(open(sys.argv[1]))
+b = [x for x in r["sweep"] if x["best"]][0]
+with h5py.File(sys.argv[2], "r") as f:
+    s = f["sequences"]
+    mode, wall, gen = s["mode"][:], s["wall_s"][:], s["n_generated"][:]
+    seq = s["sequence"][:]
+    it = f["iterations"]
+    g_of_seq = {}
+    for q, g in zip(it["sequence"][:], it["gamma"][:]):
+        g_of_seq[int(q)] = int(g)
+ar = mode == 1
+spec = np.array([m == 0 and g_of_seq.get(int(q)) == b["gamma"] for m, q in zip(mode, seq)])
+ar_ms = wall[ar].sum() / gen[ar].sum() * 1e3
+sp_ms = wall[spec].sum() / gen[spec].sum() * 1e3
+print("%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f" % (sys.argv[3], b["gamma"], b["alpha_hat"], b["tokens_per_iteration"],
+      b["speedup"], b["speedup_ci_lo"], b["speedup_ci_hi"], b["c_in_run"], b["v_in_run"], b["predicted_general"], ar_ms, sp_ms))
+PY
+      tail -1 "$OUT"
+    done
+  done
+done
+done
+/usr/bin/python3 - "$OUT" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+ar = min(rows, key=lambda r: float(r["ar_ms_per_token"]))
+sp = min(rows, key=lambda r: float(r["spec_ms_per_token"]))
+best = max(rows, key=lambda r: float(r["speedup"]))
+print(f"best in-run speedup: {best['draft']} T={best['temperature']} {best['target_dtype']} {best['threads']} thread(s), "
+      f"gamma {best['best_gamma']}: {float(best['speedup']):.3f}x [{float(best['speedup_ci_lo']):.3f}, {float(best['speedup_ci_hi']):.3f}], "
+      f"prediction {float(best['predicted']):.3f}x")
+print(f"fastest autoregressive setting: {ar['target_dtype']} {ar['threads']} thread(s), T={ar['temperature']}: {float(ar['ar_ms_per_token']):.3f} ms/token")
+print(f"fastest speculative option: {sp['draft']} T={sp['temperature']} {sp['target_dtype']} {sp['threads']} thread(s) gamma {sp['best_gamma']}: "
+      f"{float(sp['spec_ms_per_token']):.3f} ms/token = {float(ar['ar_ms_per_token']) / float(sp['spec_ms_per_token']):.3f}x the fastest autoregressive setting")
+PY
