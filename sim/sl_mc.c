@@ -552,6 +552,135 @@ __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl
     }
 }
 
+/* ---- the counting loop: the histogram alone, eight blocks at a time (AVX-512) ----
+ *
+ * When nobody asks for tokens (`speclab mc`, sl_mc_run without token arrays) only the number of
+ * tokens each iteration emits matters, and that follows from the drafts and the accept tests
+ * alone: the residual or bonus token drawn at the end of an iteration does not change it, so its
+ * uniform (stream SL_STREAM_RESAMPLE, a stream of its own) is not drawn. Everything else is the
+ * fused loop's (and sl_spec_draft + sl_spec_verify's) arithmetic, for MC_GROUP = 8 consecutive
+ * blocks at once, block b0 + l in lane l of 512-bit registers:
+ *  - uniforms: two xoshiro256** per lane, the DRAFT and ACCEPT streams of the lane's block,
+ *    advanced together; iteration j's position i takes output j gamma + i of each, as in the
+ *    fused loop (so every position's uniforms are drawn, tested or not);
+ *  - a draft is sl_alias_sample_u itself: x = (k 2^-53) V in double, col = trunc(x) (at most
+ *    V - 1), col if x - col < prob[col] else alias[col], gathered from the alias table;
+ *  - the accept test is the fused loop's integer one, k < T[x], T gathered;
+ *  - the accepted prefix of each lane is counted with masks; the tables of positions after every
+ *    lane's first rejection are not read (they change nothing).
+ * Blocks stay the unit of randomness, so the histogram does not depend on MC_GROUP, the thread
+ * count or the rank count; tests/test_mc.c compares it with the reference path's. Only for
+ * layouts whose tables do not move with the iteration (i.i.d., positional); the sliding layout
+ * and CPUs without AVX-512 (F and DQ) use the fused loop. */
+#define MC_GROUP 8
+
+static int cpu_has_avx512dq(void)
+{
+    static int has = -1;
+    int h = __atomic_load_n(&has, __ATOMIC_RELAXED);
+    if (h < 0) {
+        __builtin_cpu_init();
+        h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+        __atomic_store_n(&has, h, __ATOMIC_RELAXED);
+    }
+    return h;
+}
+
+/* Whether sl_mc_run_blocks may use count_group for these options. */
+static int mc_counting(const sl_mc_plan *pl, const sl_mc_opts *o, int fused, int on_block)
+{
+    return fused && !on_block && !o->tokens && !o->n_emitted && pl->layout != SL_MC_SLIDING && cpu_has_avx512dq();
+}
+
+/* Eight xoshiro256** generators, one per lane. */
+typedef struct {
+    __m512i s0, s1, s2, s3;
+} mc_xo8;
+
+/* The next output of each generator, its top 53 bits (sl_xoshiro_next >> 11; the multiplications
+ * by 5 and 9 as shifts and adds, exact modulo 2^64). */
+__attribute__((target("avx512f,avx512dq"), always_inline)) static inline __m512i mc_xo8_next(mc_xo8 *g)
+{
+    __m512i x = _mm512_add_epi64(_mm512_slli_epi64(g->s1, 2), g->s1);
+    x = _mm512_rol_epi64(x, 7);
+    x = _mm512_add_epi64(_mm512_slli_epi64(x, 3), x);
+    const __m512i t = _mm512_slli_epi64(g->s1, 17);
+    g->s2 = _mm512_xor_si512(g->s2, g->s0);
+    g->s3 = _mm512_xor_si512(g->s3, g->s1);
+    g->s1 = _mm512_xor_si512(g->s1, g->s2);
+    g->s0 = _mm512_xor_si512(g->s0, g->s3);
+    g->s2 = _mm512_xor_si512(g->s2, t);
+    g->s3 = _mm512_rol_epi64(g->s3, 45);
+    return _mm512_srli_epi64(x, 11);
+}
+
+/* Lane l: stream (seed, stream, b0 + l) (block b0's for lanes past nb: computed, never counted). */
+__attribute__((target("avx512f,avx512dq"))) static mc_xo8 mc_xo8_seed(uint64_t seed, uint64_t stream, size_t b0, size_t nb)
+{
+    uint64_t st[4][8];
+    for (size_t l = 0; l < 8; l++) {
+        sl_xoshiro x;
+        sl_xoshiro_seed(&x, seed, stream, b0 + (l < nb ? l : 0));
+        for (int w = 0; w < 4; w++) st[w][l] = x.s[w];
+    }
+    return (mc_xo8){_mm512_loadu_si512(st[0]), _mm512_loadu_si512(st[1]), _mm512_loadu_si512(st[2]),
+                    _mm512_loadu_si512(st[3])};
+}
+
+/* Blocks b0 .. b0 + nb - 1 (nb <= MC_GROUP) of an N-iteration run: adds each iteration's number of
+ * emitted tokens to h8[lane][k] (a partial histogram per lane, summed by the caller). */
+__attribute__((target("avx512f,avx512dq"), noinline)) static void count_group(const sl_mc_plan *pl, uint64_t seed,
+                                                                             size_t b0, size_t nb, size_t N,
+                                                                             uint64_t (*h8)[SL_SPEC_GAMMA_MAX + 2])
+{
+    const size_t gamma = pl->gamma, V = pl->V;
+    mc_xo8 gd = mc_xo8_seed(seed, SL_STREAM_DRAFT, b0, nb), ga = mc_xo8_seed(seed, SL_STREAM_ACCEPT, b0, nb);
+    /* Iterations of each lane's block: SL_MC_BLOCK but in the run's last block. */
+    size_t nmax = 0;
+    uint64_t nblk[8];
+    for (size_t l = 0; l < 8; l++) {
+        const size_t t0 = (b0 + l) * SL_MC_BLOCK;
+        nblk[l] = l < nb ? (N - t0 < SL_MC_BLOCK ? N - t0 : SL_MC_BLOCK) : 0;
+        if (nblk[l] > nmax) nmax = nblk[l];
+    }
+    const __m512i vn = _mm512_loadu_si512(nblk);
+    /* Position i's tables (the same for every iteration in these layouts). */
+    const double *prob[SL_SPEC_GAMMA_MAX];
+    const uint32_t *alias[SL_SPEC_GAMMA_MAX];
+    const uint64_t *thr[SL_SPEC_GAMMA_MAX];
+    for (size_t i = 0; i < gamma; i++) {
+        const sl_alias *a = pl->qa[src_row(pl, 0, i)];
+        prob[i] = a->prob;
+        alias[i] = a->alias;
+        thr[i] = pl->wtab[i].thr;
+    }
+    const __m512d two53 = _mm512_set1_pd(0x1.0p-53), Vd = _mm512_set1_pd((double)V);
+    const __m512i vmax = _mm512_set1_epi64((long long)(V - 1)), one = _mm512_set1_epi64(1);
+    for (size_t j = 0; j < nmax; j++) {
+        const __mmask8 valid = _mm512_cmplt_epu64_mask(_mm512_set1_epi64((long long)j), vn);
+        __mmask8 all = valid; /* lanes that accepted every position so far */
+        __m512i nacc = _mm512_setzero_si512();
+        for (size_t i = 0; i < gamma; i++) {
+            const __m512i kd = mc_xo8_next(&gd), ka = mc_xo8_next(&ga);
+            if (!all) continue; /* every lane has rejected: only the streams advance */
+            const __m512d x = _mm512_mul_pd(_mm512_mul_pd(_mm512_cvtepu64_pd(kd), two53), Vd);
+            const __m512i col = _mm512_min_epu64(_mm512_cvttpd_epu64(x), vmax);
+            const __m512d frac = _mm512_sub_pd(x, _mm512_cvtepu64_pd(col));
+            const __m512d pr = _mm512_mask_i64gather_pd(_mm512_setzero_pd(), all, col, (const void *)prob[i], 8);
+            const __m512i al = _mm512_cvtepu32_epi64(
+                _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), all, col, (const void *)alias[i], 4));
+            const __m512i tok = _mm512_mask_blend_epi64(_mm512_cmp_pd_mask(frac, pr, _CMP_LT_OQ), al, col);
+            const __m512i th = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), all, tok, (const void *)thr[i], 8);
+            all &= _mm512_cmplt_epu64_mask(ka, th);
+            nacc = _mm512_mask_add_epi64(nacc, all, nacc, one);
+        }
+        uint64_t k[8];
+        _mm512_storeu_si512(k, nacc);
+        for (size_t l = 0; l < 8; l++)
+            if (valid >> l & 1) h8[l][k[l] + 1]++;
+    }
+}
+
 /* Counts a finished block; thread 0 alone calls the callback, so it never runs twice at once. */
 static void mc_progress(sl_progress_fn progress, void *ctx, size_t *blocks_done, size_t N)
 {
@@ -587,6 +716,7 @@ int sl_mc_run_blocks(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_block_fn o
     const size_t n_blocks = (N + SL_MC_BLOCK - 1) / SL_MC_BLOCK;
     const int need_pcopy = pl->cfg.rule == SL_BUG_P_INPLACE;
     const int fused = !o->reference && pl->wtab;
+    const int counting = mc_counting(pl, o, fused, on_block != NULL);
     int nt = o->threads > 0 ? o->threads : omp_get_max_threads();
     int status = SL_OK;
     char errbuf[512] = "";
@@ -602,63 +732,80 @@ int sl_mc_run_blocks(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_block_fn o
         sl_rand_rng rr = {0};
         int rc = fused ? SL_OK : sl_rand_rng_init(&rr, o->seed, 0);
         sl_spec_work *w = rc || fused ? NULL : sl_spec_work_alloc(gamma, V);
-        mc_row4 *fb = fused ? malloc(SL_MC_BLOCK * gamma * sizeof *fb) : NULL;
+        mc_row4 *fb = fused && !counting ? malloc(SL_MC_BLOCK * gamma * sizeof *fb) : NULL;
+        /* The counting loop's partial histograms, one per lane. */
+        uint64_t(*h8)[SL_SPEC_GAMMA_MAX + 2] = counting ? calloc(8, sizeof *h8) : NULL;
         /* With on_block, each block's tokens go to this thread's buffers and are handed over. */
         int32_t *btok = on_block ? malloc(SL_MC_BLOCK * (gamma + 1) * sizeof *btok) : NULL; /* (SL_MC_BLOCK, gamma+1) */
         uint8_t *bnem = on_block ? malloc(SL_MC_BLOCK) : NULL;                             /* (SL_MC_BLOCK) */
         double *pbuf = need_pcopy ? malloc((gamma + 1) * V * sizeof *pbuf) : NULL; /* (gamma+1, V) */
         uint64_t hist[SL_SPEC_GAMMA_MAX + 2] = {0};
         int32_t drafts[SL_SPEC_GAMMA_MAX];
-        int ok = !rc && (fused ? fb != NULL : w != NULL) && (!need_pcopy || pbuf) && (!on_block || (btok && bnem));
+        int ok = !rc && (counting ? h8 != NULL : fused ? fb != NULL : w != NULL) && (!need_pcopy || pbuf) &&
+                 (!on_block || (btok && bnem));
         if (!ok && !rc) rc = sl_fail(SL_EFAIL, "out of memory allocating Monte Carlo workspace");
-        /* Blocks, not iterations, are the unit of randomness: block b draws from the streams
-         * seeded with (seed, stream, b), so which thread runs it changes nothing. */
+        if (counting) {
+            /* Groups of MC_GROUP consecutive blocks of this rank's share (see count_group). */
+            const size_t n_groups = (b_hi - b_lo + MC_GROUP - 1) / MC_GROUP;
 #pragma omp for schedule(static)
-        for (size_t b = b_lo; b < b_hi; b++) {
-            if (!ok) continue;
-            size_t tb = b * SL_MC_BLOCK, te = tb + SL_MC_BLOCK < N ? tb + SL_MC_BLOCK : N;
-            /* Where this block's iteration tb + j writes: row j of tok and nem. */
-            int32_t *tok = on_block ? btok : o->tokens ? o->tokens + tb * (gamma + 1) : NULL;
-            uint8_t *nem = on_block ? bnem : o->n_emitted ? o->n_emitted + tb : NULL;
-            if (fused) {
-                fused_block(pl, o, tb, te, fb, hist, tok, nem);
-            } else {
-                sl_rand_rng_reseed(&rr, o->seed, b);
-                for (size_t t = tb; t < te && ok; t++) {
-                    size_t s = window_start(pl, t);
-                    sl_spec_outcome out;
-                    const double *qw = pl->wq + s * V;
-                    double *pw = pl->wp + s * V;
-                    const sl_spec_accel *acc = pl->use_accel ? pl->accel + s : NULL;
-                    for (size_t i = 0; i < gamma; i++)
-                        drafts[i] = (int32_t)sl_spec_draft(&pl->cfg, qw + i * V, acc ? acc + i : NULL, V, &rr.base, w);
-                    if (need_pcopy) {
-                        /* This variant edits p in place: give it a private copy of the shared rows. */
-                        memcpy(pbuf, pw, (gamma + 1) * V * sizeof *pbuf);
-                        pw = pbuf;
-                    }
-                    unsigned slots = rr.n_slots;
-                    rc = sl_spec_verify(&pl->cfg, gamma, V, qw, pw, drafts, acc, &rr.base, w, &out);
-                    if (rc) {
-                        ok = 0;
-                        break;
-                    }
-                    /* Every iteration takes gamma uniforms from the accept stream and tests with the
-                     * first ones (sl_spec_verify draws each through uniform_new, which counts them in
-                     * n_slots); the rest are skipped, so that iteration j's uniforms sit at a fixed
-                     * place in the block's stream. */
-                    for (size_t u = rr.n_slots - slots; u < gamma; u++) (void)sl_rng_uniform53(rr.accept);
-                    size_t k = out.n_emitted;
-                    hist[k]++;
-                    if (tok) {
-                        int32_t *dst = tok + (t - tb) * (gamma + 1);
-                        for (size_t i = 0; i <= gamma; i++) dst[i] = i < k ? out.tokens[i] : -1;
-                    }
-                    if (nem) nem[t - tb] = (uint8_t)k;
-                }
+            for (size_t g = 0; g < n_groups; g++) {
+                if (!ok) continue;
+                const size_t b0 = b_lo + g * MC_GROUP, nb = b_hi - b0 < MC_GROUP ? b_hi - b0 : MC_GROUP;
+                count_group(pl, o->seed, b0, nb, N, h8);
+                for (size_t b = 0; progress && b < nb; b++) mc_progress(progress, progress_ctx, &blocks_done, N);
             }
-            if (ok && on_block && (rc = on_block(block_ctx, omp_get_thread_num(), b, btok, bnem, te - tb))) ok = 0;
-            if (progress) mc_progress(progress, progress_ctx, &blocks_done, N);
+            for (size_t l = 0; ok && l < 8; l++)
+                for (size_t k = 0; k < gamma + 2; k++) hist[k] += h8[l][k];
+        } else {
+            /* Blocks, not iterations, are the unit of randomness: block b draws from the streams
+             * seeded with (seed, stream, b), so which thread runs it changes nothing. */
+#pragma omp for schedule(static)
+            for (size_t b = b_lo; b < b_hi; b++) {
+                if (!ok) continue;
+                size_t tb = b * SL_MC_BLOCK, te = tb + SL_MC_BLOCK < N ? tb + SL_MC_BLOCK : N;
+                /* Where this block's iteration tb + j writes: row j of tok and nem. */
+                int32_t *tok = on_block ? btok : o->tokens ? o->tokens + tb * (gamma + 1) : NULL;
+                uint8_t *nem = on_block ? bnem : o->n_emitted ? o->n_emitted + tb : NULL;
+                if (fused) {
+                    fused_block(pl, o, tb, te, fb, hist, tok, nem);
+                } else {
+                    sl_rand_rng_reseed(&rr, o->seed, b);
+                    for (size_t t = tb; t < te && ok; t++) {
+                        size_t s = window_start(pl, t);
+                        sl_spec_outcome out;
+                        const double *qw = pl->wq + s * V;
+                        double *pw = pl->wp + s * V;
+                        const sl_spec_accel *acc = pl->use_accel ? pl->accel + s : NULL;
+                        for (size_t i = 0; i < gamma; i++)
+                            drafts[i] = (int32_t)sl_spec_draft(&pl->cfg, qw + i * V, acc ? acc + i : NULL, V, &rr.base, w);
+                        if (need_pcopy) {
+                            /* This variant edits p in place: give it a private copy of the shared rows. */
+                            memcpy(pbuf, pw, (gamma + 1) * V * sizeof *pbuf);
+                            pw = pbuf;
+                        }
+                        unsigned slots = rr.n_slots;
+                        rc = sl_spec_verify(&pl->cfg, gamma, V, qw, pw, drafts, acc, &rr.base, w, &out);
+                        if (rc) {
+                            ok = 0;
+                            break;
+                        }
+                        /* Every iteration takes gamma uniforms from the accept stream and tests with the
+                         * first ones (sl_spec_verify draws each through uniform_new, which counts them in
+                         * n_slots); the rest are skipped, so that iteration j's uniforms sit at a fixed
+                         * place in the block's stream. */
+                        for (size_t u = rr.n_slots - slots; u < gamma; u++) (void)sl_rng_uniform53(rr.accept);
+                        size_t k = out.n_emitted;
+                        hist[k]++;
+                        if (tok) {
+                            int32_t *dst = tok + (t - tb) * (gamma + 1);
+                            for (size_t i = 0; i <= gamma; i++) dst[i] = i < k ? out.tokens[i] : -1;
+                        }
+                        if (nem) nem[t - tb] = (uint8_t)k;
+                    }
+                }
+                if (ok && on_block && (rc = on_block(block_ctx, omp_get_thread_num(), b, btok, bnem, te - tb))) ok = 0;
+                if (progress) mc_progress(progress, progress_ctx, &blocks_done, N);
+            }
         }
 #pragma omp critical(sl_mc_reduce)
         {
@@ -671,6 +818,7 @@ int sl_mc_run_blocks(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_block_fn o
         }
         free(pbuf);
         free(fb);
+        free(h8);
         free(btok);
         free(bnem);
         sl_spec_work_free(w);
