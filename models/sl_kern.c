@@ -115,6 +115,68 @@ void sl_kern_axpy(float *y, float a, const float *x, size_t n)
     for (size_t k = n8; k < n; k++) y[k] += a * x[k];
 }
 
+/* s[j] = sl_kern_dot(q, K + j stride, n) * scale for j < len, the same bits: four keys at a time,
+ * each in its own accumulator chain (one chain per key waits on the multiply-add latency at every
+ * step; four keep the units busy), each with sl_kern_dot's operations in its order. */
+void sl_kern_dots(float *s, const float *q, const float *K, size_t stride, size_t len, size_t n, float scale)
+{
+    const size_t n8 = n & ~(size_t)7;
+    size_t j = 0;
+    for (; j + 4 <= len; j += 4) {
+        const float *k0 = K + j * stride, *k1 = k0 + stride, *k2 = k1 + stride, *k3 = k2 + stride;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (size_t k = 0; k < n8; k += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + k);
+            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + k), a0);
+            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + k), a1);
+            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + k), a2);
+            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + k), a3);
+        }
+        float r0 = hsum8(a0), r1 = hsum8(a1), r2 = hsum8(a2), r3 = hsum8(a3);
+        for (size_t k = n8; k < n; k++) {
+            r0 += q[k] * k0[k];
+            r1 += q[k] * k1[k];
+            r2 += q[k] * k2[k];
+            r3 += q[k] * k3[k];
+        }
+        s[j] = r0 * scale;
+        s[j + 1] = r1 * scale;
+        s[j + 2] = r2 * scale;
+        s[j + 3] = r3 * scale;
+    }
+    for (; j < len; j++) s[j] = sl_kern_dot(q, K + j * stride, n) * scale;
+}
+
+/* o = sum over j < len, in order, of p[j] V[j stride ..]: the bits of o = 0 followed by
+ * sl_kern_axpy(o, p[j], V + j stride, n) for j = 0, 1, ..., with o held in registers across the
+ * keys (eight 8-lane chunks at a time, then one) instead of loaded and stored at every key. */
+void sl_kern_axpy_rows(float *o, const float *p, const float *V, size_t stride, size_t len, size_t n)
+{
+    const size_t n8 = n & ~(size_t)7;
+    size_t c = 0;
+    for (; c + 64 <= n8; c += 64) {
+        __m256 a[8];
+        for (int u = 0; u < 8; u++) a[u] = _mm256_setzero_ps();
+        for (size_t j = 0; j < len; j++) {
+            const __m256 pv = _mm256_set1_ps(p[j]);
+            const float *v = V + j * stride + c;
+#pragma GCC unroll 8
+            for (int u = 0; u < 8; u++) a[u] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 8 * u), a[u]);
+        }
+        for (int u = 0; u < 8; u++) _mm256_storeu_ps(o + c + 8 * u, a[u]);
+    }
+    for (; c < n8; c += 8) {
+        __m256 a = _mm256_setzero_ps();
+        for (size_t j = 0; j < len; j++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(V + j * stride + c), a);
+        _mm256_storeu_ps(o + c, a);
+    }
+    for (size_t k = n8; k < n; k++) {
+        float y = 0;
+        for (size_t j = 0; j < len; j++) y += p[j] * V[j * stride + k];
+        o[k] = y;
+    }
+}
+
 /* exp of 8 floats: Cephes' expf (range reduction by ln 2 in two parts, degree-5 polynomial),
  * about 2 ulp over [-87, 88]; inputs are clamped there, so exp(-inf-ish) is ~1e-38, not 0. */
 static inline __m256 exp8(__m256 x)

@@ -56,6 +56,11 @@ void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, si
  * through the same code whatever the row length. */
 float sl_kern_dot(const float *a, const float *b, size_t n);
 void sl_kern_axpy(float *y, float a, const float *x, size_t n);
+/* The attention's two loops over the keys, each element with the operations above in their order
+ * (the same bits), several keys or chunks at a time: s[j] = sl_kern_dot(q, K + j stride, n) *
+ * scale for j < len; o = 0 then o += p[j] V_j (sl_kern_axpy) for j = 0 .. len - 1. */
+void sl_kern_dots(float *s, const float *q, const float *K, size_t stride, size_t len, size_t n, float scale);
+void sl_kern_axpy_rows(float *o, const float *p, const float *V, size_t stride, size_t len, size_t n);
 void sl_kern_gelu(float *x, size_t n);
 void sl_kern_silu_mul(float *up, const float *gate, size_t n);
 

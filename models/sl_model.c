@@ -492,24 +492,18 @@ static void attention_job(sl_model_ctx *c, const float *K, const float *V, long 
     const size_t len = pos + t + 1;
     const float *qv = c->q + t * qd + h * hd;
     float *s = c->scores + ((size_t)job) * c->max_len;
+    sl_kern_dots(s, qv, K + kvh * hd, kvd, len, hd, scale);
     float mx = -INFINITY;
-    for (size_t j = 0; j < len; j++) {
-        const float *kj = K + j * kvd + kvh * hd;
-        s[j] = sl_kern_dot(qv, kj, hd) * scale;
+    for (size_t j = 0; j < len; j++)
         if (s[j] > mx) mx = s[j];
-    }
     double sum = 0;
     for (size_t j = 0; j < len; j++) {
         s[j] = expf(s[j] - mx);
         sum += s[j];
     }
     const float inv = (float)(1.0 / sum);
-    float *o = c->att + t * qd + h * hd;
-    for (size_t i = 0; i < hd; i++) o[i] = 0;
-    for (size_t j = 0; j < len; j++) {
-        const float pj = s[j] * inv;
-        sl_kern_axpy(o, pj, V + j * kvd + kvh * hd, hd);
-    }
+    for (size_t j = 0; j < len; j++) s[j] *= inv; /* the weights p_j */
+    sl_kern_axpy_rows(c->att + t * qd + h * hd, s, V + kvh * hd, kvd, len, hd);
 }
 
 /* Causal attention of n new tokens at positions pos.. against the cache of layer l (which already

@@ -189,6 +189,33 @@ Test(engine, attention_and_activation_helpers_match_naive)
     gsl_rng_free(r);
 }
 
+/* The attention's loops over the keys (sl_kern_dots, sl_kern_axpy_rows) give the bits of the
+ * one-key helpers they replace, called key by key (the engine's outputs before them): head sizes
+ * with and without a tail of 8 and of 64, key counts around the groups of four, a row stride
+ * larger than the head. */
+Test(engine, attention_loops_equal_key_by_key)
+{
+    gsl_rng *r = sl_rng_alloc(6, SL_STREAM_DATA, 0);
+    const size_t hds[] = {1, 7, 8, 13, 64, 72, 130}, lens[] = {1, 3, 4, 5, 17, 200};
+    for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++)
+        for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+            const size_t hd = hds[hi], len = lens[li], stride = hd + 5;
+            float *q = malloc(hd * 4), *K = malloc(len * stride * 4), *V = malloc(len * stride * 4);
+            float *s1 = malloc(len * 4), *s2 = malloc(len * 4), *o1 = malloc(hd * 4), *o2 = malloc(hd * 4);
+            for (size_t i = 0; i < hd; i++) q[i] = 2 * frand(r);
+            for (size_t i = 0; i < len * stride; i++) K[i] = 2 * frand(r), V[i] = 2 * frand(r);
+            for (size_t j = 0; j < len; j++) s1[j] = sl_kern_dot(q, K + j * stride, hd) * 0.3f;
+            sl_kern_dots(s2, q, K, stride, len, hd, 0.3f);
+            cr_assert_eq(memcmp(s1, s2, len * 4), 0, "dots: hd %zu, len %zu", hd, len);
+            for (size_t i = 0; i < hd; i++) o1[i] = 0;
+            for (size_t j = 0; j < len; j++) sl_kern_axpy(o1, s1[j], V + j * stride, hd);
+            sl_kern_axpy_rows(o2, s1, V, stride, len, hd);
+            cr_assert_eq(memcmp(o1, o2, hd * 4), 0, "axpy rows: hd %zu, len %zu", hd, len);
+            free(q), free(K), free(V), free(s1), free(s2), free(o1), free(o2);
+        }
+    gsl_rng_free(r);
+}
+
 Test(engine, f16_and_bf16_conversions_round_to_nearest)
 {
     cr_assert_eq(sl_half_f32_to_f16(1.0f), 0x3c00);

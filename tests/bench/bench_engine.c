@@ -418,6 +418,40 @@ static double stream_in_child(void)
     return bw;
 }
 
+/* The shipped target (models/family/target.safetensors, 27.4 M parameters, f16), whose v(n) decides
+ * what speculative decoding gains on this CPU (issue 18 item 1: t(5)/t(1) <= 1.3 on one thread
+ * and on two): t(n) of whole forward calls at position PREFILL, n = 1..8, the n interleaved rep by
+ * rep, best of REPS, at `threads` OpenMP threads. */
+static int bench_family(const char *path, const char *label, double threads)
+{
+    omp_set_num_threads((int)threads);
+    sl_model *m;
+    if (sl_model_open(path, &m)) {
+        fprintf(stderr, "bench: %s\n", sl_errmsg());
+        return 1;
+    }
+    sl_model_ctx *c;
+    if (sl_model_ctx_alloc(m, CTX, &c)) return 1;
+    const size_t V = m->cfg.vocab_size;
+    float *logits = malloc(PREFILL * V * sizeof(float));
+    int32_t tokens[PREFILL];
+    for (int i = 0; i < PREFILL; i++) tokens[i] = (int32_t)((i * 7919) % (int)V);
+    sl_model_forward(c, tokens, PREFILL, logits);
+    sl_model_truncate(c, PREFILL);
+    double t[SL_KERN_NMAX + 1];
+    time_forward(c, tokens, 8, logits, t, NULL);
+    printf("\n[%s] %s at %d thread(s): t(1) = %.3f ms; t(n)/t(1) for n = 2..8:", label, path, (int)threads, t[1] * 1e3);
+    for (size_t n = 2; n <= 8; n++) printf(" %.3f", t[n] / t[1]);
+    printf("   (target t(5)/t(1) <= 1.3)\n");
+    const int met = t[5] / t[1] <= 1.3;
+    printf("TARGET engine.family_target.%s.t5_over_t1.t%d value=%.4f target=<=1.3 unit=x %s\n", label, (int)threads,
+           t[5] / t[1], met ? "MET" : "MISSED");
+    free(logits);
+    sl_model_ctx_free(c);
+    sl_model_close(m);
+    return 0;
+}
+
 static int make_model(const char *path, const char *dtype, double unused)
 {
     (void)unused;
@@ -457,5 +491,8 @@ int main(void)
                b / 1e9, bw / 1e9);
         rc |= in_child(bench_model, paths[k], labels[k], bw);
     }
+    const char *fam = getenv("BENCH_FAMILY_TARGET") ? getenv("BENCH_FAMILY_TARGET") : "models/family/target.safetensors";
+    if (!stat(fam, &st))
+        for (int th = 1; th <= 2; th++) rc |= in_child(bench_family, fam, "f16", th);
     return rc;
 }

@@ -1,8 +1,11 @@
 /*
  * bench_mc.c: speculative steps per second of the Monte Carlo simulator (sim/sl_mc.h), single
  * thread, on a fixed Zipf pair (s = 1.1, temperature 1 for p and 1.3 for q) at V = 256, 4096 and
- * 50257 with gamma = 4. One step = one iteration of Algorithm 1 (gamma drafts, verification,
- * residual or bonus draw). tests/bench/mc_numpy.py runs the same experiment in numpy and
+ * 50257 with gamma = 4. One step = one iteration of Algorithm 1 as `speclab mc` runs it: gamma
+ * drafts and their accept tests, counted (sim/sl_mc.c's counting loop, no token arrays: the
+ * residual or bonus token, which does not change the count, is not drawn, in the numpy twin
+ * either). The reference steps are full iterations through sl_spec_draft + sl_spec_verify, every
+ * token drawn. tests/bench/mc_numpy.py runs the same experiment in numpy and
  * tests/bench/mc.sh prints the ratio. Steps per second are per second of the process's CPU time
  * (single thread), as in mc_numpy.py: on a shared machine wall-clock time also counts time the
  * scheduler gave to other processes. Usage: bench_mc [--tsv] [--vocab V] [iterations]

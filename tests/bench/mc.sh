@@ -10,8 +10,12 @@
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (in this command only): some machines set them and
 # they slow numpy down. Exit status 0 unless a program fails: a missed target is reported, not an
 # error (timings on a shared machine are not a test).
+# usage: tests/bench/mc.sh [OUT.csv]: also writes the table as CSV (analysis/mc_vs_numpy.csv is the
+# one sim/README.md shows: `tests/bench/mc.sh analysis/mc_vs_numpy.csv` then
+# `python3 analysis/doc_table.py sim/README.md analysis/mc_vs_numpy.csv mc_vs_numpy`).
 set -eu
 cd "$(dirname "$0")/../.."
+CSV=${1:-}
 B=${BUILD:-build}/bench/bench_mc
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 NP() { env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 tests/bench/mc_numpy.py "$@"; }
@@ -21,8 +25,10 @@ trap 'rm -f "$TT"' EXIT
 max() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }
 NP --info
 echo "target: C steps/s >= 10 x numpy steps/s at every V (best of 3 alternating runs each; CPU time)"
-# c_steps_per_s: the fused loop `speclab mc` runs; c_reference: every iteration through
-# sl_spec_draft + sl_spec_verify (what `speclab verify` runs).
+# c_steps_per_s: the loop `speclab mc` runs (sim/sl_mc.c's counting loop where the CPU has
+# AVX-512, else the fused loop); c_reference: every iteration through sl_spec_draft +
+# sl_spec_verify (what `speclab verify` runs).
+[ -z "$CSV" ] || echo "V,c_steps_per_s,c_reference_steps_per_s,numpy_alias_steps_per_s,numpy_cdf_steps_per_s,ratio_alias,ratio_cdf" > "$CSV"
 printf '%8s %14s %14s %14s %14s %9s %9s %9s %9s %9s %9s\n' V c_steps_per_s c_reference np_alias np_cdf \
   x_alias x_cdf x_ref_alias c_tok/it np_tok/it theory
 min_alias= min_cdf=
@@ -42,6 +48,7 @@ for V in 256 4096 50257; do
   rr=$(awk -v a="$best_ref" -v b="$best_a" 'BEGIN { printf "%.1f", a / b }')
   printf '%8s %14.0f %14.0f %14.0f %14.0f %9s %9s %9s %9.4f %9.4f %9.4f\n' "$V" "$best_c" "$best_ref" "$best_a" \
     "$best_d" "$ra" "$rd" "$rr" "$cm" "$nm" "$ct"
+  [ -z "$CSV" ] || printf '%s,%.0f,%.0f,%.0f,%.0f,%s,%s\n' "$V" "$best_c" "$best_ref" "$best_a" "$best_d" "$ra" "$rd" >> "$CSV"
   echo "TARGET mc.vs_numpy_alias.V$V value=$ra target=>=10 unit=x $(awk -v r="$ra" 'BEGIN { print (r >= 10 ? "MET" : "MISSED") }')" >> "$TT"
   min_alias=$(awk -v a="${min_alias:-1e99}" -v b="$ra" 'BEGIN { print (b < a ? b : a) }')
   min_cdf=$(awk -v a="${min_cdf:-1e99}" -v b="$rd" 'BEGIN { print (b < a ? b : a) }')
