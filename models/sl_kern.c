@@ -147,16 +147,17 @@ void sl_kern_dots(float *s, const float *q, const float *K, size_t stride, size_
     for (; j < len; j++) s[j] = sl_kern_dot(q, K + j * stride, n) * scale;
 }
 
-/* o = sum over j < len, in order, of p[j] V[j stride ..]: the bits of o = 0 followed by
- * sl_kern_axpy(o, p[j], V + j stride, n) for j = 0, 1, ..., with o held in registers across the
- * keys (eight 8-lane chunks at a time, then one) instead of loaded and stored at every key. */
-void sl_kern_axpy_rows(float *o, const float *p, const float *V, size_t stride, size_t len, size_t n)
+/* o = sum over j < len, in order, of p[j] V[j stride ..]: the bits of o = 0 (cont = 0; with
+ * cont = 1 o as it is) followed by sl_kern_axpy(o, p[j], V + j stride, n) for j = 0, 1, ..., with o
+ * held in registers across the keys (eight 8-lane chunks at a time, then one) instead of loaded
+ * and stored at every key. */
+void sl_kern_axpy_rows(float *o, const float *p, const float *V, size_t stride, size_t len, size_t n, int cont)
 {
     const size_t n8 = n & ~(size_t)7;
     size_t c = 0;
     for (; c + 64 <= n8; c += 64) {
         __m256 a[8];
-        for (int u = 0; u < 8; u++) a[u] = _mm256_setzero_ps();
+        for (int u = 0; u < 8; u++) a[u] = cont ? _mm256_loadu_ps(o + c + 8 * u) : _mm256_setzero_ps();
         for (size_t j = 0; j < len; j++) {
             const __m256 pv = _mm256_set1_ps(p[j]);
             const float *v = V + j * stride + c;
@@ -166,12 +167,12 @@ void sl_kern_axpy_rows(float *o, const float *p, const float *V, size_t stride, 
         for (int u = 0; u < 8; u++) _mm256_storeu_ps(o + c + 8 * u, a[u]);
     }
     for (; c < n8; c += 8) {
-        __m256 a = _mm256_setzero_ps();
+        __m256 a = cont ? _mm256_loadu_ps(o + c) : _mm256_setzero_ps();
         for (size_t j = 0; j < len; j++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(V + j * stride + c), a);
         _mm256_storeu_ps(o + c, a);
     }
     for (size_t k = n8; k < n; k++) {
-        float y = 0;
+        float y = cont ? o[k] : 0;
         for (size_t j = 0; j < len; j++) y += p[j] * V[j * stride + k];
         o[k] = y;
     }

@@ -58,9 +58,10 @@ float sl_kern_dot(const float *a, const float *b, size_t n);
 void sl_kern_axpy(float *y, float a, const float *x, size_t n);
 /* The attention's two loops over the keys, each element with the operations above in their order
  * (the same bits), several keys or chunks at a time: s[j] = sl_kern_dot(q, K + j stride, n) *
- * scale for j < len; o = 0 then o += p[j] V_j (sl_kern_axpy) for j = 0 .. len - 1. */
+ * scale for j < len; o = 0 (cont = 0; cont = 1: o as it is, so that a run of keys can be split)
+ * then o += p[j] V_j (sl_kern_axpy) for j = 0 .. len - 1. */
 void sl_kern_dots(float *s, const float *q, const float *K, size_t stride, size_t len, size_t n, float scale);
-void sl_kern_axpy_rows(float *o, const float *p, const float *V, size_t stride, size_t len, size_t n);
+void sl_kern_axpy_rows(float *o, const float *p, const float *V, size_t stride, size_t len, size_t n, int cont);
 void sl_kern_gelu(float *x, size_t n);
 void sl_kern_silu_mul(float *up, const float *gate, size_t n);
 

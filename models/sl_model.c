@@ -482,45 +482,71 @@ static void rope(const sl_model_ctx *c, float *v, size_t n_heads, size_t pos)
     }
 }
 
-/* One (token, head) pair of the attention below: job = t * n_head + h. */
-static void attention_job(sl_model_ctx *c, const float *K, const float *V, long job, size_t pos, float scale)
+/* Keys per tile of the attention below: a tile's keys and values (64 keys x head_dim floats) stay
+ * in L1 while every token of the job uses them. */
+#define SL_ATT_TILE 64
+/* Tokens per attention job. */
+#define SL_ATT_TOKENS 8
+
+/* One job of the attention below: head h for tokens t0 .. t1 - 1 (job = g * n_head + h, token group
+ * g of SL_ATT_TOKENS). Scores and outputs go tile by tile over the keys, every token of the group
+ * using a tile while it is in L1; each (token, head) still gets its scores, softmax and weighted
+ * sum with the same operations in the same order (the key loops are sl_kern_dot and sl_kern_axpy
+ * key by key, bit for bit), so neither the tiling nor the grouping changes a bit. */
+static void attention_job(sl_model_ctx *c, const float *K, const float *V, long job, size_t n, size_t pos, float scale)
 {
     const sl_model *m = c->m;
     const size_t H = m->cfg.n_head, hd = m->head_dim, kvd = m->kv_dim, group = H / m->cfg.n_kv_head;
     const size_t qd = H * hd;
-    const size_t t = (size_t)job / H, h = (size_t)job % H, kvh = h / group;
-    const size_t len = pos + t + 1;
-    const float *qv = c->q + t * qd + h * hd;
-    float *s = c->scores + ((size_t)job) * c->max_len;
-    sl_kern_dots(s, qv, K + kvh * hd, kvd, len, hd, scale);
-    float mx = -INFINITY;
-    for (size_t j = 0; j < len; j++)
-        if (s[j] > mx) mx = s[j];
-    double sum = 0;
-    for (size_t j = 0; j < len; j++) {
-        s[j] = expf(s[j] - mx);
-        sum += s[j];
+    const size_t h = (size_t)job % H, kvh = h / group, t0 = (size_t)job / H * SL_ATT_TOKENS;
+    const size_t t1 = t0 + SL_ATT_TOKENS < n ? t0 + SL_ATT_TOKENS : n;
+    const float *Kh = K + kvh * hd, *Vh = V + kvh * hd;
+    float *s[SL_ATT_TOKENS];
+    for (size_t t = t0; t < t1; t++) s[t - t0] = c->scores + (t * H + h) * c->max_len;
+    const size_t len_max = pos + t1; /* keys of the group's last token */
+    for (size_t j0 = 0; j0 < len_max; j0 += SL_ATT_TILE)
+        for (size_t t = t0; t < t1; t++) {
+            const size_t len = pos + t + 1, j1 = j0 + SL_ATT_TILE < len ? j0 + SL_ATT_TILE : len;
+            if (j0 < j1) sl_kern_dots(s[t - t0] + j0, c->q + t * qd + h * hd, Kh + j0 * kvd, kvd, j1 - j0, hd, scale);
+        }
+    for (size_t t = t0; t < t1; t++) {
+        float *st = s[t - t0];
+        const size_t len = pos + t + 1;
+        float mx = -INFINITY;
+        for (size_t j = 0; j < len; j++)
+            if (st[j] > mx) mx = st[j];
+        double sum = 0;
+        for (size_t j = 0; j < len; j++) {
+            st[j] = expf(st[j] - mx);
+            sum += st[j];
+        }
+        const float inv = (float)(1.0 / sum);
+        for (size_t j = 0; j < len; j++) st[j] *= inv; /* the weights p_j */
     }
-    const float inv = (float)(1.0 / sum);
-    for (size_t j = 0; j < len; j++) s[j] *= inv; /* the weights p_j */
-    sl_kern_axpy_rows(c->att + t * qd + h * hd, s, V + kvh * hd, kvd, len, hd);
+    for (size_t j0 = 0; j0 < len_max; j0 += SL_ATT_TILE)
+        for (size_t t = t0; t < t1; t++) {
+            const size_t len = pos + t + 1, j1 = j0 + SL_ATT_TILE < len ? j0 + SL_ATT_TILE : len;
+            if (j0 < j1)
+                sl_kern_axpy_rows(c->att + t * qd + h * hd, s[t - t0] + j0, Vh + j0 * kvd, kvd, j1 - j0, hd, j0 > 0);
+        }
 }
 
 /* Causal attention of n new tokens at positions pos.. against the cache of layer l (which already
- * holds their keys and values). Each (token, head) is computed by one thread in a fixed order. */
+ * holds their keys and values). Jobs are (head, group of tokens), each computed by one thread in a
+ * fixed order. */
 static void attention(sl_model_ctx *c, size_t l, size_t n, size_t pos)
 {
     const sl_model *m = c->m;
     const size_t H = m->cfg.n_head, hd = m->head_dim, kvd = m->kv_dim;
     const float scale = 1.0f / sqrtf((float)hd);
     const float *K = c->k_cache + l * c->max_len * kvd, *V = c->v_cache + l * c->max_len * kvd;
-    const long jobs = (long)(n * H);
+    const long jobs = (long)(((n + SL_ATT_TOKENS - 1) / SL_ATT_TOKENS) * H);
     if (omp_in_parallel()) {
 #pragma omp for schedule(static)
-        for (long job = 0; job < jobs; job++) attention_job(c, K, V, job, pos, scale);
+        for (long job = 0; job < jobs; job++) attention_job(c, K, V, job, n, pos, scale);
     } else {
-#pragma omp parallel for schedule(static) if (jobs * (long)(pos + n) * (long)hd > (1L << 18))
-        for (long job = 0; job < jobs; job++) attention_job(c, K, V, job, pos, scale);
+#pragma omp parallel for schedule(static) if ((long)(n * H) * (long)(pos + n) * (long)hd > (1L << 18))
+        for (long job = 0; job < jobs; job++) attention_job(c, K, V, job, n, pos, scale);
     }
 }
 

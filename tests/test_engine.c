@@ -209,8 +209,12 @@ Test(engine, attention_loops_equal_key_by_key)
             cr_assert_eq(memcmp(s1, s2, len * 4), 0, "dots: hd %zu, len %zu", hd, len);
             for (size_t i = 0; i < hd; i++) o1[i] = 0;
             for (size_t j = 0; j < len; j++) sl_kern_axpy(o1, s1[j], V + j * stride, hd);
-            sl_kern_axpy_rows(o2, s1, V, stride, len, hd);
+            sl_kern_axpy_rows(o2, s1, V, stride, len, hd, 0);
             cr_assert_eq(memcmp(o1, o2, hd * 4), 0, "axpy rows: hd %zu, len %zu", hd, len);
+            const size_t half = len / 2; /* the same run of keys in two calls */
+            sl_kern_axpy_rows(o2, s1, V, stride, half, hd, 0);
+            sl_kern_axpy_rows(o2, s1 + half, V + half * stride, stride, len - half, hd, 1);
+            cr_assert_eq(memcmp(o1, o2, hd * 4), 0, "axpy rows in two runs: hd %zu, len %zu", hd, len);
             free(q), free(K), free(V), free(s1), free(s2), free(o1), free(o2);
         }
     gsl_rng_free(r);
