@@ -210,6 +210,16 @@ typedef struct {
     uint32_t alias, last;
 } mc_col;
 
+/* The counting loop's table for one column c of q's alias table (see count_group): the keep test's
+ * probability and the accept thresholds of both tokens the column can give, side by side in one
+ * 32-byte entry, so that testing a draft reads one cache line. */
+typedef struct {
+    double prob;        /* the alias table's prob[c] */
+    uint64_t thr_col;   /* T[c] (thr below) */
+    uint64_t thr_alias; /* T[alias[c]] */
+    uint64_t pad;
+} mc_cnt;
+
 /* The fused loop's tables for one row. */
 typedef struct {
     const mc_col *q, *r, *p;
@@ -235,6 +245,7 @@ struct sl_mc_plan {
     uint64_t *thr;        /* (n_src, V) sl_spec_verify's threshold t = p/(l q) (1 or 0 where q = 0) as
                              the integer T = ceil(min(t, 1) 2^53): for u = k 2^-53, u < t iff k < T */
     mc_tab *wtab;         /* (n_win) the tables of window row w, like accel; NULL: no fused loop */
+    mc_cnt *cnt;          /* (n_src, V), 64-byte aligned: the counting loop's (not for sliding layouts) */
 };
 
 size_t sl_mc_plan_vocab(const sl_mc_plan *plan) { return plan->V; }
@@ -282,6 +293,7 @@ void sl_mc_plan_free(sl_mc_plan *pl)
     free(pl->fp);
     free(pl->thr);
     free(pl->wtab);
+    free(pl->cnt);
     free(pl);
 }
 
@@ -397,6 +409,18 @@ int sl_mc_plan_alloc(const sl_mc_source *src, size_t gamma, const sl_spec_config
                 double t = q[x] > 0 ? p[x] / (l * q[x]) : (p[x] > 0 ? 1.0 : 0.0);
                 pl->thr[j] = t >= 1 ? (uint64_t)1 << 53 : (uint64_t)ceil(t * 0x1.0p53);
             }
+        }
+        if (pl->layout != SL_MC_SLIDING) {
+            pl->cnt = aligned_alloc(64, n * sizeof *pl->cnt);
+            if (!pl->cnt) {
+                rc = sl_fail(SL_EFAIL, "out of memory allocating the Monte Carlo tables");
+                goto fail;
+            }
+            for (size_t i = 0; i < pl->n_src; i++)
+                for (size_t x = 0; x < V; x++) {
+                    const sl_alias *a = pl->qa[i];
+                    pl->cnt[i * V + x] = (mc_cnt){a->prob[x], pl->thr[i * V + x], pl->thr[i * V + a->alias[x]], 0};
+                }
         }
     }
     for (size_t w = 0; w < pl->n_win; w++) {
@@ -564,14 +588,16 @@ __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl
  *    advanced together; iteration j's position i takes output j gamma + i of each, as in the
  *    fused loop (so every position's uniforms are drawn, tested or not);
  *  - a draft is sl_alias_sample_u itself: x = (k 2^-53) V in double, col = trunc(x) (at most
- *    V - 1), col if x - col < prob[col] else alias[col], gathered from the alias table;
- *  - the accept test is the fused loop's integer one, k < T[x], T gathered;
+ *    V - 1), col if x - col < prob[col] else alias[col]; the token itself is not needed, only its
+ *    threshold, so one 32-byte entry per column (mc_cnt: prob[col], T[col], T[alias[col]]) gives
+ *    the test from one cache line;
+ *  - the accept test is the fused loop's integer one, k < T[x];
  *  - the accepted prefix of each lane is counted with masks; the tables of positions after every
  *    lane's first rejection are not read (they change nothing).
  * Blocks stay the unit of randomness, so the histogram does not depend on MC_GROUP, the thread
  * count or the rank count; tests/test_mc.c compares it with the reference path's. Only for
- * layouts whose tables do not move with the iteration (i.i.d., positional); the sliding layout
- * and CPUs without AVX-512 (F and DQ) use the fused loop. */
+ * layouts whose tables do not move with the iteration (i.i.d., positional: the plan builds mc_cnt
+ * for them); the sliding layout and CPUs without AVX-512 (F and DQ) use the fused loop. */
 #define MC_GROUP 8
 
 static int cpu_has_avx512dq(void)
@@ -589,7 +615,7 @@ static int cpu_has_avx512dq(void)
 /* Whether sl_mc_run_blocks may use count_group for these options. */
 static int mc_counting(const sl_mc_plan *pl, const sl_mc_opts *o, int fused, int on_block)
 {
-    return fused && !on_block && !o->tokens && !o->n_emitted && pl->layout != SL_MC_SLIDING && cpu_has_avx512dq();
+    return fused && pl->cnt && !on_block && !o->tokens && !o->n_emitted && cpu_has_avx512dq();
 }
 
 /* Eight xoshiro256** generators, one per lane. */
@@ -644,16 +670,9 @@ __attribute__((target("avx512f,avx512dq"), noinline)) static void count_group(co
         if (nblk[l] > nmax) nmax = nblk[l];
     }
     const __m512i vn = _mm512_loadu_si512(nblk);
-    /* Position i's tables (the same for every iteration in these layouts). */
-    const double *prob[SL_SPEC_GAMMA_MAX];
-    const uint32_t *alias[SL_SPEC_GAMMA_MAX];
-    const uint64_t *thr[SL_SPEC_GAMMA_MAX];
-    for (size_t i = 0; i < gamma; i++) {
-        const sl_alias *a = pl->qa[src_row(pl, 0, i)];
-        prob[i] = a->prob;
-        alias[i] = a->alias;
-        thr[i] = pl->wtab[i].thr;
-    }
+    /* Position i's table (the same for every iteration in these layouts). */
+    const mc_cnt *tab[SL_SPEC_GAMMA_MAX];
+    for (size_t i = 0; i < gamma; i++) tab[i] = pl->cnt + src_row(pl, 0, i) * V;
     const __m512d two53 = _mm512_set1_pd(0x1.0p-53), Vd = _mm512_set1_pd((double)V);
     const __m512i vmax = _mm512_set1_epi64((long long)(V - 1)), one = _mm512_set1_epi64(1);
     for (size_t j = 0; j < nmax; j++) {
@@ -666,11 +685,15 @@ __attribute__((target("avx512f,avx512dq"), noinline)) static void count_group(co
             const __m512d x = _mm512_mul_pd(_mm512_mul_pd(_mm512_cvtepu64_pd(kd), two53), Vd);
             const __m512i col = _mm512_min_epu64(_mm512_cvttpd_epu64(x), vmax);
             const __m512d frac = _mm512_sub_pd(x, _mm512_cvtepu64_pd(col));
-            const __m512d pr = _mm512_mask_i64gather_pd(_mm512_setzero_pd(), all, col, (const void *)prob[i], 8);
-            const __m512i al = _mm512_cvtepu32_epi64(
-                _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), all, col, (const void *)alias[i], 4));
-            const __m512i tok = _mm512_mask_blend_epi64(_mm512_cmp_pd_mask(frac, pr, _CMP_LT_OQ), al, col);
-            const __m512i th = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), all, tok, (const void *)thr[i], 8);
+            /* Entry col of the table (4 quadwords each): prob, then the two thresholds. */
+            const __m512i e = _mm512_slli_epi64(col, 2);
+            const void *base = (const void *)tab[i];
+            const __m512d pr = _mm512_mask_i64gather_pd(_mm512_setzero_pd(), all, e, base, 8);
+            const __m512i tc = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), all, _mm512_add_epi64(e, one), base, 8);
+            const __m512i ta = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), all,
+                                                           _mm512_add_epi64(e, _mm512_set1_epi64(2)), base, 8);
+            /* the draft is col where x - col < prob[col], else alias[col]: its threshold likewise */
+            const __m512i th = _mm512_mask_blend_epi64(_mm512_cmp_pd_mask(frac, pr, _CMP_LT_OQ), ta, tc);
             all &= _mm512_cmplt_epu64_mask(ka, th);
             nacc = _mm512_mask_add_epi64(nacc, all, nacc, one);
         }
