@@ -409,6 +409,26 @@ static int standardise(const double *raw, size_t V, const sl_sampling *s, double
         memcpy(dst, raw, V * sizeof *dst);
         return SL_OK;
     }
+    if (s->temperature == 0) {
+        /* Greedy: the one-hot at the first maximum of log(raw), found without taking V logarithms
+         * (the largest cost of a draft step otherwise): log is non-decreasing, so that maximum is
+         * log(max raw), and the first index reaching it is among those whose raw value is within
+         * a relative 1e-12 of the maximum (log of doubles that close can round to one value);
+         * only those get their logarithm taken. NaN or negative raw values take the general path,
+         * which reports them. */
+        double mx = -INFINITY;
+        size_t w = 0;
+        for (; w < V && raw[w] >= 0; w++)
+            if (raw[w] > mx) mx = raw[w];
+        if (w == V) {
+            const double lm = log(mx);
+            size_t best = 0;
+            while (!(raw[best] >= mx * (1 - 1e-12) && log(raw[best]) == lm)) best++;
+            memset(dst, 0, V * sizeof *dst);
+            dst[best] = 1;
+            return sl_sampling_validate(s);
+        }
+    }
     for (size_t w = 0; w < V; w++) dst[w] = log(raw[w]);
     return sl_dist_standardise(dst, V, s, dst, dw);
 }

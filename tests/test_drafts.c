@@ -225,6 +225,40 @@ Test(drafts, ngram_lm_truncate_and_sampling)
     sl_ngram_free(m);
 }
 
+/* Greedy (T = 0) lookup rows: the one-hot at the first maximum of log(raw), what the general path
+ * (logarithms, then sl_dist_standardise at T = 0) gives, which the greedy path reaches without the
+ * logarithms; with ties (a uniform fallback: every token tied before any match) and without. */
+Test(drafts, lookup_greedy_rows_equal_general_path)
+{
+    enum { V = 13 };
+    double fb[V];
+    for (int w = 0; w < V; w++) fb[w] = w == 7 || w == 9 ? 2 : 1; /* 7 and 9 tie for the maximum */
+    double sum = 0;
+    for (int w = 0; w < V; w++) sum += fb[w];
+    for (int w = 0; w < V; w++) fb[w] /= sum;
+    sl_sampling s = SL_SAMPLING_DEFAULT, s0 = SL_SAMPLING_DEFAULT;
+    s0.temperature = 0;
+    sl_dist_work *dw = sl_dist_work_alloc(V);
+    for (int use_fb = 0; use_fb < 2; use_fb++) {
+        sl_lookup_lm *raw = NULL, *greedy = NULL;
+        cr_assert_eq(sl_lookup_lm_alloc(V, 3, 0.2, use_fb ? fb : NULL, &s, 32, &raw), SL_OK);
+        cr_assert_eq(sl_lookup_lm_alloc(V, 3, 0.2, use_fb ? fb : NULL, &s0, 32, &greedy), SL_OK);
+        const int32_t seq[] = {5, 6, 7, 8, 5, 6, 7, 2, 9, 9, 12, 5, 6};
+        enum { N = sizeof seq / sizeof *seq };
+        double d[N * V], g[N * V], e[V];
+        cr_assert_eq(raw->lm.extend(raw, seq, N, N, d), SL_OK);
+        cr_assert_eq(greedy->lm.extend(greedy, seq, N, N, g), SL_OK);
+        for (int i = 0; i < N; i++) {
+            for (int w = 0; w < V; w++) e[w] = log(d[i * V + w]);
+            cr_assert_eq(sl_dist_standardise(e, V, &s0, e, dw), SL_OK);
+            cr_assert(memcmp(e, g + i * V, sizeof e) == 0, "row %d (fallback %d)", i, use_fb);
+        }
+        sl_lookup_lm_free(raw);
+        sl_lookup_lm_free(greedy);
+    }
+    sl_dist_work_free(dw);
+}
+
 Test(drafts, lm_open_specs)
 {
     sl_lm_open_opts o = {SL_SAMPLING_DEFAULT, 0, "--draft", NULL, NULL};
