@@ -17,8 +17,8 @@ C="nodes ranks tests level_per_test iterations per_rank_iterations_per_s fixed_s
 python3 analysis/doc_table.py analysis/MPI.md analysis/verify_cost_device.csv verify_cost_device $C
 # shellcheck disable=SC2086
 python3 analysis/doc_table.py analysis/MPI.md analysis/verify_models_cost_device.csv verify_models_cost_device $C
-# README: the 16-core efficiencies, and the largest verification at Holm's level (first row of each
-# node count), synthetic and with models.
+# README: the 16-core efficiencies; MPI.md: the largest verification at Holm's level (first row of
+# each node count), synthetic and with models.
 python3 analysis/mpi_efficiency.py analysis/mpi_scaling_device.csv > "$T/eff.csv"
 python3 analysis/doc_table.py README.md "$T/eff.csv" mpi_efficiency
 python3 - "$T/cost.csv" <<'PY'
@@ -36,4 +36,4 @@ w = csv.writer(open(sys.argv[1], "w"), lineterminator="\n")
 w.writerow(["verification (TV 0.001, power 0.9)", "nodes", "ranks", "samples", "per rank / s", "hours", "core-hours"])
 w.writerows(rows)
 PY
-python3 analysis/doc_table.py README.md "$T/cost.csv" mpi_verify_cost
+python3 analysis/doc_table.py analysis/MPI.md "$T/cost.csv" mpi_verify_cost
