@@ -411,7 +411,7 @@ int sl_mc_plan_alloc(const sl_mc_source *src, size_t gamma, const sl_spec_config
             }
         }
         if (pl->layout != SL_MC_SLIDING) {
-            pl->cnt = aligned_alloc(64, n * sizeof *pl->cnt);
+            pl->cnt = aligned_alloc(64, (n * sizeof *pl->cnt + 63) & ~(size_t)63); /* a multiple of the alignment */
             if (!pl->cnt) {
                 rc = sl_fail(SL_EFAIL, "out of memory allocating the Monte Carlo tables");
                 goto fail;
