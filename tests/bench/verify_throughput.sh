@@ -2,7 +2,7 @@
 # verify_throughput.sh: the per-rank throughput of `speclab verify` at a large vocabulary, for the
 # cost of the largest verification (tests/bench/verify_cost.py turns the CSV into wall time and
 # core-hours; analysis/MPI.md).
-# Usage: bash tests/bench/verify_throughput.sh [OUT.csv] [NP]
+# Usage: bash tests/bench/verify_throughput.sh [OUT.csv] [NP]   (no OUT.csv: the CSV is printed only)
 #   no NP: the serial binary, one thread ($SPECLAB, default build/speclab);
 #   NP:    mpirun -np NP of $SPECLAB_MPI (default build/speclab-mpi), one thread per rank, and
 #          every size below multiplied by NP (each rank gets the serial run's share: weak scaling).
@@ -21,7 +21,7 @@
 # fixed_s everything that does not grow with the iterations (the tests among it).
 # Rows: one "run" row per size (median seconds), then one "fit" row.
 set -u
-out=${1:-verify_throughput.csv}
+out=${1:-}
 NP=${2:-}
 S=${SPECLAB:-build/speclab}
 M=${SPECLAB_MPI:-build/speclab-mpi}
@@ -31,6 +31,7 @@ V=${VOCAB:-50257} G=${GAMMA:-4} FAM=${FAMILY:-noisy}
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+[ -n "$out" ] || out=$T/verify_throughput.csv # bare (make bench): printed only, no file left behind
 ranks=${NP:-1}
 if [ -n "${TARGET:-}" ]; then
   FAM="models:$(basename "$TARGET" .safetensors)+$(basename "$DRAFT" .safetensors)"
@@ -75,4 +76,4 @@ awk -F, -v OFS=, 'NR > 1 && $1 == "run" { n++; x = $8; y = $9; sx += x; sy += y;
     split(last, f, ",")
     printf "fit,%s,1,%s,%s,%s,,,,%s,%s,%.1f,%.4f\n", f[2], f[4], f[5], f[6], f[10], f[11], 1 / b, a
   }' "$out" | tee -a "$out"
-echo "wrote $out" >&2
+[ -z "${1:-}" ] || echo "wrote $out" >&2
