@@ -9,7 +9,7 @@
 # Targets (ratios within one invocation): the recommended gamma's measured speedup in pass B is
 # within 3% of the best gamma's in pass B, and the prediction is within 5% of pass B's measurement.
 # Also printed: the gamma `recommend B.h5` (the run log alone) picks, for "one answer".
-# Writes the table to --out FILE (default analysis/choose_gamma.csv) and, with --doc, puts it
+# Writes the table to --out FILE (default: with --doc analysis/choose_gamma.csv, else a temporary file) and, with --doc, puts it
 # into analysis/CHOOSING_GAMMA.md between the choose_gamma markers.
 set -u
 cd "$(dirname "$0")/../.."
