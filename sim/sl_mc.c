@@ -640,17 +640,16 @@ __attribute__((target("avx512f,avx512dq"), always_inline)) static inline __m512i
     return _mm512_srli_epi64(x, 11);
 }
 
-/* Lane l: stream (seed, stream, b0 + l) (block b0's for lanes past nb: computed, never counted). */
-__attribute__((target("avx512f,avx512dq"))) static mc_xo8 mc_xo8_seed(uint64_t seed, uint64_t stream, size_t b0, size_t nb)
+/* The states of eight generators, word-major (st[w][l]: word w of lane l) for loading into an
+ * mc_xo8: lane l has stream (seed, stream, b0 + l) (block b0's for lanes past nb: computed, never
+ * counted). Plain C: no vector crosses a function boundary. */
+static void mc_xo8_states(uint64_t st[4][8], uint64_t seed, uint64_t stream, size_t b0, size_t nb)
 {
-    uint64_t st[4][8];
     for (size_t l = 0; l < 8; l++) {
         sl_xoshiro x;
         sl_xoshiro_seed(&x, seed, stream, b0 + (l < nb ? l : 0));
         for (int w = 0; w < 4; w++) st[w][l] = x.s[w];
     }
-    return (mc_xo8){_mm512_loadu_si512(st[0]), _mm512_loadu_si512(st[1]), _mm512_loadu_si512(st[2]),
-                    _mm512_loadu_si512(st[3])};
 }
 
 /* Blocks b0 .. b0 + nb - 1 (nb <= MC_GROUP) of an N-iteration run: adds each iteration's number of
@@ -660,7 +659,11 @@ __attribute__((target("avx512f,avx512dq"), noinline)) static void count_group(co
                                                                              uint64_t (*h8)[SL_SPEC_GAMMA_MAX + 2])
 {
     const size_t gamma = pl->gamma, V = pl->V;
-    mc_xo8 gd = mc_xo8_seed(seed, SL_STREAM_DRAFT, b0, nb), ga = mc_xo8_seed(seed, SL_STREAM_ACCEPT, b0, nb);
+    uint64_t sd[4][8], sa[4][8];
+    mc_xo8_states(sd, seed, SL_STREAM_DRAFT, b0, nb);
+    mc_xo8_states(sa, seed, SL_STREAM_ACCEPT, b0, nb);
+    mc_xo8 gd = {_mm512_loadu_si512(sd[0]), _mm512_loadu_si512(sd[1]), _mm512_loadu_si512(sd[2]), _mm512_loadu_si512(sd[3])};
+    mc_xo8 ga = {_mm512_loadu_si512(sa[0]), _mm512_loadu_si512(sa[1]), _mm512_loadu_si512(sa[2]), _mm512_loadu_si512(sa[3])};
     /* Iterations of each lane's block: SL_MC_BLOCK but in the run's last block. */
     size_t nmax = 0;
     uint64_t nblk[8];
