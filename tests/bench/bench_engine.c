@@ -266,22 +266,32 @@ static void target_line(const char *label, const char *what, double v, const cha
            what, omp_get_max_threads(), v, op, t, unit, met ? "MET" : "MISSED");
 }
 
-static int bench_model(const char *path, const char *label, double bw)
+/* Opens path with a context of CTX tokens, fills tokens (PREFILL ids) and logits ((PREFILL, V): the
+ * warm-up scores the whole prefix), and warms up: faults the mapping in and fills the KV cache to
+ * PREFILL. */
+static int open_warm(const char *path, sl_model **m, sl_model_ctx **c, float **logits, int32_t *tokens)
 {
-    sl_model *m;
-    if (sl_model_open(path, &m)) {
+    if (sl_model_open(path, m)) {
         fprintf(stderr, "bench: %s\n", sl_errmsg());
         return 1;
     }
-    sl_model_ctx *c;
-    if (sl_model_ctx_alloc(m, CTX, &c)) return 1;
-    const size_t V = m->cfg.vocab_size;
-    float *logits = malloc(PREFILL * V * sizeof(float)); /* (PREFILL, V): the warm-up scores the whole prefix */
-    int32_t tokens[PREFILL];
+    if (sl_model_ctx_alloc(*m, CTX, c)) return 1;
+    const size_t V = (*m)->cfg.vocab_size;
+    *logits = malloc(PREFILL * V * sizeof(float));
     for (int i = 0; i < PREFILL; i++) tokens[i] = (int32_t)((i * 7919) % (int)V);
-    /* Warm-up: faults the mapping in and fills the KV cache to PREFILL. */
-    sl_model_forward(c, tokens, PREFILL, logits);
-    sl_model_truncate(c, PREFILL);
+    sl_model_forward(*c, tokens, PREFILL, *logits);
+    sl_model_truncate(*c, PREFILL);
+    return 0;
+}
+
+static int bench_model(const char *path, const char *label, double bw)
+{
+    sl_model *m;
+    sl_model_ctx *c;
+    float *logits;
+    int32_t tokens[PREFILL];
+    if (open_warm(path, &m, &c, &logits, tokens)) return 1;
+    const size_t V = m->cfg.vocab_size;
     for (int i = 0; i < 2; i++) {
         sl_model_forward(c, tokens, 1, logits);
         sl_model_truncate(c, PREFILL);
@@ -426,18 +436,10 @@ static int bench_family(const char *path, const char *label, double threads)
 {
     omp_set_num_threads((int)threads);
     sl_model *m;
-    if (sl_model_open(path, &m)) {
-        fprintf(stderr, "bench: %s\n", sl_errmsg());
-        return 1;
-    }
     sl_model_ctx *c;
-    if (sl_model_ctx_alloc(m, CTX, &c)) return 1;
-    const size_t V = m->cfg.vocab_size;
-    float *logits = malloc(PREFILL * V * sizeof(float));
+    float *logits;
     int32_t tokens[PREFILL];
-    for (int i = 0; i < PREFILL; i++) tokens[i] = (int32_t)((i * 7919) % (int)V);
-    sl_model_forward(c, tokens, PREFILL, logits);
-    sl_model_truncate(c, PREFILL);
+    if (open_warm(path, &m, &c, &logits, tokens)) return 1;
     double t[SL_KERN_NMAX + 1];
     time_forward(c, tokens, 8, logits, t, NULL);
     printf("\n[%s] %s at %d thread(s): t(1) = %.3f ms; t(n)/t(1) for n = 2..8:", label, path, (int)threads, t[1] * 1e3);
