@@ -8,41 +8,24 @@
 #include "sl_common.h"
 #include "sl_mc.h"
 #include "sl_stats.h"
-
-static sl_mc_plan *family_plan(sl_mc_family f, size_t V, size_t gamma, double noise, sl_rule rule)
-{
-    sl_mc_family_params fp = SL_MC_FAMILY_DEFAULT;
-    fp.family = f;
-    fp.V = V;
-    fp.gamma = gamma;
-    fp.noise = noise;
-    sl_mc_rows *rows;
-    cr_assert_eq(sl_mc_family_rows(&fp, &rows), SL_OK, "%s", sl_errmsg());
-    sl_mc_source src = sl_mc_rows_source(rows);
-    sl_spec_config cfg = SL_SPEC_CONFIG_DEFAULT;
-    cfg.rule = rule;
-    sl_mc_plan *plan;
-    cr_assert_eq(sl_mc_plan_alloc(&src, gamma, &cfg, &plan), SL_OK, "%s", sl_errmsg());
-    sl_mc_rows_free(rows);
-    return plan;
-}
+#include "verify_plans.h"
 
 /* Families: valid pmfs (checked by the plan), alpha = 1 for identical, 0 for disjoint, and the
  * noisy family's alpha falls as the noise grows. */
 Test(mc, family_alphas)
 {
     sl_mc_prediction pr;
-    sl_mc_plan *p = family_plan(SL_FAMILY_IDENTICAL, 100, 3, 0, SL_RULE_EXACT);
+    sl_mc_plan *p = family_plan_noise(SL_FAMILY_IDENTICAL, 100, 3, 0, SL_RULE_EXACT);
     sl_mc_predict(p, 10, &pr);
     cr_assert(fabs(pr.alpha - 1) < 1e-12);
     sl_mc_plan_free(p);
-    p = family_plan(SL_FAMILY_DISJOINT, 101, 3, 0, SL_RULE_EXACT);
+    p = family_plan_noise(SL_FAMILY_DISJOINT, 101, 3, 0, SL_RULE_EXACT);
     sl_mc_predict(p, 10, &pr);
     cr_assert_eq(pr.alpha, 0);
     sl_mc_plan_free(p);
     double last = 1.0;
     for (double e = 0.25; e <= 2.0; e *= 2) {
-        p = family_plan(SL_FAMILY_NOISY, 1000, 3, e, SL_RULE_EXACT);
+        p = family_plan_noise(SL_FAMILY_NOISY, 1000, 3, e, SL_RULE_EXACT);
         sl_mc_predict(p, 10, &pr);
         cr_assert(pr.alpha < last, "noise %g: alpha %g", e, pr.alpha);
         last = pr.alpha;
@@ -78,7 +61,7 @@ Test(mc, simulation_matches_theory)
 {
     const sl_mc_family fams[] = {SL_FAMILY_NOISY, SL_FAMILY_DIRICHLET, SL_FAMILY_ZIPF, SL_FAMILY_POSITIONAL};
     for (size_t f = 0; f < 4; f++) {
-        sl_mc_plan *p = family_plan(fams[f], 300, 4, 0.4, SL_RULE_EXACT);
+        sl_mc_plan *p = family_plan_noise(fams[f], 300, 4, 0.4, SL_RULE_EXACT);
         sl_mc_opts o = {50000, 3, 0, NULL, NULL, 0};
         sl_mc_result r;
         cr_assert_eq(sl_mc_run(p, &o, &r), SL_OK);
@@ -105,7 +88,7 @@ Test(mc, simulation_matches_theory)
 /* Same seed, 1 and 2 threads: identical results and identical token streams, byte for byte. */
 Test(mc, thread_count_does_not_change_results)
 {
-    sl_mc_plan *p = family_plan(SL_FAMILY_NOISY, 500, 3, 0.6, SL_RULE_EXACT);
+    sl_mc_plan *p = family_plan_noise(SL_FAMILY_NOISY, 500, 3, 0.6, SL_RULE_EXACT);
     const size_t N = 20001;
     int32_t *t1 = calloc(N * 4, sizeof *t1), *t2 = calloc(N * 4, sizeof *t2);
     uint8_t *n1 = calloc(N, 1), *n2 = calloc(N, 1);
@@ -132,7 +115,7 @@ Test(mc, reference_path_thread_count_does_not_change_results)
     const sl_rule rules[] = {SL_RULE_EXACT, SL_RULE_SAMPLER_MATCH, SL_BUG_SHARED_UNIFORM};
     const size_t N = 3001, gamma = 3;
     for (int r = 0; r < 3; r++) {
-        sl_mc_plan *p = family_plan(SL_FAMILY_NOISY, 50, gamma, 0.6, rules[r]);
+        sl_mc_plan *p = family_plan_noise(SL_FAMILY_NOISY, 50, gamma, 0.6, rules[r]);
         int32_t *t1 = calloc(N * (gamma + 1), sizeof *t1), *t2 = calloc(N * (gamma + 1), sizeof *t2);
         sl_mc_opts o1 = {N, 5, 1, t1, NULL, 1}, o2 = {N, 5, 2, t2, NULL, 1};
         sl_mc_result r1, r2;
@@ -156,7 +139,7 @@ Test(mc, fused_loop_equals_reference_at_extreme_gammas)
     {
         /* V >= 16384: the loop that prefetches table columns */
         const size_t g4 = 4, V = 20000;
-        sl_mc_plan *p = family_plan(SL_FAMILY_NOISY, V, g4, 0.5, SL_RULE_EXACT);
+        sl_mc_plan *p = family_plan_noise(SL_FAMILY_NOISY, V, g4, 0.5, SL_RULE_EXACT);
         int32_t *t1 = calloc(N * (g4 + 1), sizeof *t1), *t2 = calloc(N * (g4 + 1), sizeof *t2);
         sl_mc_opts fast = {N, 4, 1, t1, NULL, 0}, ref = {N, 4, 1, t2, NULL, 1};
         sl_mc_result a, b;
@@ -171,7 +154,7 @@ Test(mc, fused_loop_equals_reference_at_extreme_gammas)
     for (int g = 0; g < 3; g++)
         for (int f = 0; f < 2; f++) {
             size_t gamma = gammas[g];
-            sl_mc_plan *p = family_plan(fams[f], 40, gamma, 0.3, SL_RULE_EXACT);
+            sl_mc_plan *p = family_plan_noise(fams[f], 40, gamma, 0.3, SL_RULE_EXACT);
             int32_t *t1 = calloc(N * (gamma + 1), sizeof *t1), *t2 = calloc(N * (gamma + 1), sizeof *t2);
             uint8_t *n1 = calloc(N, 1), *n2 = calloc(N, 1);
             sl_mc_opts fast = {N, 3, 1, t1, n1, 0}, ref = {N, 3, 1, t2, n2, 1};
@@ -239,20 +222,20 @@ Test(mc, fused_integer_draw_equals_alias_sample)
 {
     const size_t Vs[] = {2, 3, 7, 300, 4097};
     for (int v = 0; v < 5; v++) {
-        sl_mc_plan *p = family_plan(SL_FAMILY_NOISY, Vs[v], 3, 0.8, SL_RULE_EXACT);
+        sl_mc_plan *p = family_plan_noise(SL_FAMILY_NOISY, Vs[v], 3, 0.8, SL_RULE_EXACT);
         check_draws(p, "noisy");
         sl_mc_plan_free(p);
     }
-    sl_mc_plan *p = family_plan(SL_FAMILY_DISJOINT, 101, 2, 0, SL_RULE_EXACT);
+    sl_mc_plan *p = family_plan_noise(SL_FAMILY_DISJOINT, 101, 2, 0, SL_RULE_EXACT);
     check_draws(p, "disjoint");
     sl_mc_plan_free(p);
-    p = family_plan(SL_FAMILY_IDENTICAL, 64, 2, 0, SL_RULE_LENIENT);
+    p = family_plan_noise(SL_FAMILY_IDENTICAL, 64, 2, 0, SL_RULE_LENIENT);
     check_draws(p, "identical");
     sl_mc_plan_free(p);
-    p = family_plan(SL_FAMILY_POSITIONAL, 50, 2, 0.5, SL_RULE_EXACT);
+    p = family_plan_noise(SL_FAMILY_POSITIONAL, 50, 2, 0.5, SL_RULE_EXACT);
     check_draws(p, "positional");
     sl_mc_plan_free(p);
-    p = family_plan(SL_FAMILY_ZIPF, 50257, 4, 0, SL_RULE_EXACT);
+    p = family_plan_noise(SL_FAMILY_ZIPF, 50257, 4, 0, SL_RULE_EXACT);
     check_draws(p, "zipf");
     sl_mc_plan_free(p);
 }

@@ -1,6 +1,7 @@
 /*
- * verify_plans.h: what the verify tests share (test_samples.c, test_verify_stream.c): a Monte Carlo
- * plan of a built-in synthetic family, and bitwise equality of doubles (NaN equal to NaN).
+ * verify_plans.h: what the Monte Carlo and verify tests share (test_mc.c, test_samples.c,
+ * test_verify_stream.c): a Monte Carlo plan of a built-in synthetic family, and bitwise equality
+ * of doubles (NaN equal to NaN).
  */
 #ifndef VERIFY_PLANS_H
 #define VERIFY_PLANS_H
@@ -12,13 +13,15 @@
 #include "sl_common.h"
 #include "sl_mc.h"
 
-/* The family's plan at vocabulary V and gamma under rule (default lenience). */
-static sl_mc_plan *family_plan(sl_mc_family fam, size_t V, size_t gamma, sl_rule rule)
+/* The family's plan at vocabulary V and gamma under rule (default lenience), with the family's
+ * noise parameter (family_plan: the default noise). */
+static inline sl_mc_plan *family_plan_noise(sl_mc_family fam, size_t V, size_t gamma, double noise, sl_rule rule)
 {
     sl_mc_family_params fp = SL_MC_FAMILY_DEFAULT;
     fp.family = fam;
     fp.V = V;
     fp.gamma = gamma;
+    fp.noise = noise;
     sl_mc_rows *rows;
     cr_assert_eq(sl_mc_family_rows(&fp, &rows), SL_OK, "%s", sl_errmsg());
     sl_mc_source src = sl_mc_rows_source(rows);
@@ -28,6 +31,11 @@ static sl_mc_plan *family_plan(sl_mc_family fam, size_t V, size_t gamma, sl_rule
     cr_assert_eq(sl_mc_plan_alloc(&src, gamma, &cfg, &plan), SL_OK, "%s", sl_errmsg());
     sl_mc_rows_free(rows);
     return plan;
+}
+
+static inline sl_mc_plan *family_plan(sl_mc_family fam, size_t V, size_t gamma, sl_rule rule)
+{
+    return family_plan_noise(fam, V, gamma, SL_MC_FAMILY_DEFAULT.noise, rule);
 }
 
 static inline int same_double(double a, double b)
