@@ -38,6 +38,7 @@ void sl_kern_from_f32(void *dst, const float *src, sl_dtype dt, size_t n)
 
 #define SL_KERN_BLOCK block8
 #define SL_KERN_TMAX 3
+#define SL_KERN_ROWS(T) 1 /* rows per pass of T tokens (see sl_kern_mm.h) */
 #define SL_KERN_NAME(f) f##_avx2
 #include "sl_kern_mm.h"
 
@@ -70,7 +71,8 @@ static int current_isa(void)
 
 const char *sl_kern_isa_name(void)
 {
-    return current_isa() == SL_KERN_WIDE ? "avx512 (16-lane registers, passes of <= 8 tokens)" : "avx2 (passes of <= 3 tokens)";
+    return current_isa() == SL_KERN_WIDE ? "avx512 (16-lane registers, passes of <= 8 tokens, 4 rows at a time up to 4)"
+                                         : "avx2 (passes of <= 3 tokens, 2 rows at a time for 1)";
 }
 
 void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in)

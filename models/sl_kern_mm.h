@@ -7,9 +7,11 @@
  *    weight row takes at most 3 tokens (12 accumulators + a weight vector);
  *  - block16 (AVX-512): the same four 8-lane accumulators held as two 16-lane ones (a0|a1, a2|a3),
  *    so one 512-bit load and multiply-add do the work of two 256-bit ones, and 32 registers hold
- *    the accumulators of 8 tokens: verification of up to 8 tokens reads each row in one pass.
+ *    the accumulators of 8 tokens: verification of up to 8 tokens reads each row in one pass;
+ *    passes of 2 to 4 tokens take four rows at a time, sharing each input load among them.
  * Before including the template part, define SL_KERN_BLOCK (block8 or block16), SL_KERN_TMAX
- * (its tokens per pass) and SL_KERN_NAME(f) (appends the build's suffix). Internal to the
+ * (its tokens per pass), SL_KERN_ROWS(T) (rows per pass of T tokens: 1, or a size that divides
+ * the unit of four) and SL_KERN_NAME(f) (appends the build's suffix). Internal to the
  * kernel; nothing else includes it.
  */
 #include <immintrin.h>
@@ -67,16 +69,19 @@ static inline __attribute__((always_inline)) void prefetch_ahead(const unsigned 
     if (esz == 4) _mm_prefetch((const char *)pf + k * esz + 64, _MM_HINT_T0);
 }
 
-/* The part of a row one block call works on: elements [k0, k1), multiples of 32 with
- * k1 <= in & ~31. A call that starts at 0 starts from zero accumulators, one that ends at in & ~31
- * finishes the outputs; otherwise the accumulators are carried in carry (T x 32 floats, 64-byte
- * aligned) to the next call on the row, with calls for other rows in between (see unit()). pf is
- * the address prefetched at element k0 (advanced with k). */
+/* The part of R consecutive rows (stride bytes apart) one block call works on: elements
+ * [k0, k1), multiples of 32 with k1 <= in & ~31. A call that starts at 0 starts from zero
+ * accumulators, one that ends at in & ~31 finishes the outputs; otherwise the accumulators are
+ * carried in carry (row r at carry + r * SL_KERN_TMAX * 32, then (T, 32) floats, 64-byte aligned)
+ * to the next call on the rows, with calls for other rows in between (see unit()). pf is the
+ * address prefetched for the first row at element k0 (advanced with k; row r's is stride further). */
 typedef struct {
     size_t k0, k1;
-    float *carry;             /* (T, 32) */
+    float *carry;             /* (R, SL_KERN_TMAX, 32) */
     const unsigned char *pf;
 } span;
+
+#define SL_KERN_CARRY (SL_KERN_TMAX * 32) /* floats of carry per row */
 
 /* The end of one output: the four 8-lane accumulators take the last one to three full 8-element
  * groups (accumulators 0, 1, 2), then (a0 + a1) + (a2 + a3), the fixed horizontal sum, the scalar
@@ -94,43 +99,59 @@ static inline __attribute__((always_inline)) void finish(float *y, const float *
     else *y = s;
 }
 
-/* One output row o for T tokens (starting at token t0), 1 <= T <= 3. Every output is summed in
- * one fixed order, whatever T, the token count, the thread count or the build: four 8-lane
- * accumulators take the 32-element blocks of the row in turn (accumulator j gets elements
- * 32b + 8j .. +7), then finish(). So scoring n tokens in one call gives the bits of n single-token
- * calls. The row is read as one sequential stream (4 x 32 bytes per step for f32): on a two-core
- * VM this reads ~25% faster than interleaving four rows, whose four streams the hardware
- * prefetcher follows less well; sharing each input load between two rows (fewer loads per
- * multiply-add) was slower for the same reason. Inputs are loaded from L1. */
+/* R output rows o .. o + R - 1 (stride bytes apart) for T tokens (starting at token t0),
+ * R * T <= 3. Every output is summed in one fixed order, whatever T, R, the token count, the
+ * thread count or the build: four 8-lane accumulators take the 32-element blocks of the row in
+ * turn (accumulator j gets elements 32b + 8j .. +7), then finish(). So scoring n tokens in one
+ * call gives the bits of n single-token calls. Each input vector loaded serves the R rows. The
+ * AVX2 build takes R = 1: a row read as one sequential stream (4 x 32 bytes per step for f32) was
+ * ~25% faster from memory on a two-core VM than four interleaved rows, whose streams the hardware
+ * prefetcher follows less well. Inputs are loaded from L1. */
 static inline __attribute__((always_inline)) void block8(float *y, const float *x, const unsigned char *row,
-                                                          sl_dtype dt, const float *bias, size_t in, size_t out,
-                                                          size_t o, size_t t0, int T, int add, span sp)
+                                                          size_t stride, sl_dtype dt, const float *bias, size_t in,
+                                                          size_t out, size_t o, size_t t0, int T, int R, int add,
+                                                          span sp)
 {
     const size_t k32 = in & ~(size_t)31;
-    __m256 acc[3][4];
-#pragma GCC unroll 3
-    for (int t = 0; t < T; t++)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) acc[t][j] = sp.k0 ? _mm256_load_ps(sp.carry + 32 * t + 8 * j) : _mm256_setzero_ps();
-    for (size_t k = sp.k0; k < sp.k1; k += 32) {
-        prefetch_ahead(sp.pf, k - sp.k0, dt);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            const __m256 w = load8(row, k + 8 * (size_t)j, dt);
-#pragma GCC unroll 3
-            for (int t = 0; t < T; t++)
-                acc[t][j] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + (t0 + t) * in + k + 8 * (size_t)j), acc[t][j]);
-        }
-    }
-    if (sp.k1 < k32) {
+    __m256 acc[2][3][4];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++)
 #pragma GCC unroll 3
         for (int t = 0; t < T; t++)
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) _mm256_store_ps(sp.carry + 32 * t + 8 * j, acc[t][j]);
+            for (int j = 0; j < 4; j++)
+                acc[r][t][j] = sp.k0 ? _mm256_load_ps(sp.carry + r * SL_KERN_CARRY + 32 * t + 8 * j) : _mm256_setzero_ps();
+    for (size_t k = sp.k0; k < sp.k1; k += 32) {
+#pragma GCC unroll 2
+        for (int r = 0; r < R; r++) prefetch_ahead(sp.pf + (size_t)r * stride, k - sp.k0, dt);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            __m256 w[2];
+#pragma GCC unroll 2
+            for (int r = 0; r < R; r++) w[r] = load8(row + (size_t)r * stride, k + 8 * (size_t)j, dt);
+#pragma GCC unroll 3
+            for (int t = 0; t < T; t++) {
+                const __m256 xv = _mm256_loadu_ps(x + (t0 + t) * in + k + 8 * (size_t)j);
+#pragma GCC unroll 2
+                for (int r = 0; r < R; r++) acc[r][t][j] = _mm256_fmadd_ps(w[r], xv, acc[r][t][j]);
+            }
+        }
+    }
+    if (sp.k1 < k32) {
+#pragma GCC unroll 2
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 3
+            for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) _mm256_store_ps(sp.carry + r * SL_KERN_CARRY + 32 * t + 8 * j, acc[r][t][j]);
         return;
     }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++)
 #pragma GCC unroll 3
-    for (int t = 0; t < T; t++) finish(y + (t0 + t) * out + o, x + (t0 + t) * in, row, dt, bias, in, o, acc[t], add);
+        for (int t = 0; t < T; t++)
+            finish(y + (t0 + t) * out + o + r, x + (t0 + t) * in, row + (size_t)r * stride, dt, bias, in, o + r,
+                   acc[r][t], add);
 }
 
 #ifdef __AVX512F__
@@ -143,44 +164,68 @@ static inline __attribute__((always_inline)) __m512 load16(const unsigned char *
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* block8's sums with 16-lane registers, 1 <= T <= 8: acc[t][0] holds accumulators 0 and 1
- * (elements 32b .. 32b + 15), acc[t][1] holds 2 and 3, each lane getting the same multiply-adds
- * in the same order as in block8; the halves are split off for finish(). */
+/* block8's sums with 16-lane registers, R rows and T tokens, R * T <= 16: acc[r][t][0] holds
+ * accumulators 0 and 1 (elements 32b .. 32b + 15), acc[r][t][1] holds 2 and 3, each lane getting
+ * the same multiply-adds in the same order as in block8; the halves are split off for finish().
+ * The AVX-512 build takes R = 4 for 2 <= T <= 4 (2 R T accumulators; at T = 4 all 32 registers,
+ * a few spilled, still faster): each input vector loaded then feeds four rows' multiply-adds, and
+ * each row's weights are converted once per pass as before. Ad hoc, a 512 x 512 f16 matrix in L2,
+ * one thread, best of 6 alternated runs: t(2), t(3), t(4) 62.3, 79.9, 98.2 -> 51.6, 65.1, 96.1 us on
+ * the 2-core Zen 5 VM, 19.3, 24.0, 28.8 -> 17.0, 21.6, 26.7 us on the accelerator machine's Xeon;
+ * the shipped target's whole t(3) 10.99 -> 10.27 ms (one thread), 5.94 -> 5.46 ms (two). T = 1
+ * stays one row (four interleaved rows made the shipped target's t(1) ~8% slower from memory),
+ * and so do passes of 5..8 tokens: on the Xeon, whose f16 conversion competes with its
+ * multiply-adds, one pass of 5 tokens over a row beat 3 + 2 tokens over four rows (32.4 vs 38.4 us). */
 static inline __attribute__((always_inline)) void block16(float *y, const float *x, const unsigned char *row,
-                                                           sl_dtype dt, const float *bias, size_t in, size_t out,
-                                                           size_t o, size_t t0, int T, int add, span sp)
+                                                           size_t stride, sl_dtype dt, const float *bias, size_t in,
+                                                           size_t out, size_t o, size_t t0, int T, int R, int add,
+                                                           span sp)
 {
     const size_t k32 = in & ~(size_t)31;
-    __m512 acc[8][2];
-#pragma GCC unroll 8
-    for (int t = 0; t < T; t++)
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) acc[t][h] = sp.k0 ? _mm512_load_ps(sp.carry + 32 * t + 16 * h) : _mm512_setzero_ps();
-    for (size_t k = sp.k0; k < sp.k1; k += 32) {
-        prefetch_ahead(sp.pf, k - sp.k0, dt);
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const __m512 w = load16(row, k + 16 * (size_t)h, dt);
-#pragma GCC unroll 8
-            for (int t = 0; t < T; t++)
-                acc[t][h] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + (t0 + t) * in + k + 16 * (size_t)h), acc[t][h]);
-        }
-    }
-    if (sp.k1 < k32) {
+    __m512 acc[4][8][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++)
 #pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) _mm512_store_ps(sp.carry + 32 * t + 16 * h, acc[t][h]);
+            for (int h = 0; h < 2; h++)
+                acc[r][t][h] = sp.k0 ? _mm512_load_ps(sp.carry + r * SL_KERN_CARRY + 32 * t + 16 * h) : _mm512_setzero_ps();
+    for (size_t k = sp.k0; k < sp.k1; k += 32) {
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) prefetch_ahead(sp.pf + (size_t)r * stride, k - sp.k0, dt);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512 w[4];
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) w[r] = load16(row + (size_t)r * stride, k + 16 * (size_t)h, dt);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const __m512 xv = _mm512_loadu_ps(x + (t0 + t) * in + k + 16 * (size_t)h);
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) acc[r][t][h] = _mm512_fmadd_ps(w[r], xv, acc[r][t][h]);
+            }
+        }
+    }
+    if (sp.k1 < k32) {
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) _mm512_store_ps(sp.carry + r * SL_KERN_CARRY + 32 * t + 16 * h, acc[r][t][h]);
         return;
     }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) {
-        __m256 a[4] = {_mm512_castps512_ps256(acc[t][0]),
-                       _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[t][0]), 1)),
-                       _mm512_castps512_ps256(acc[t][1]),
-                       _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[t][1]), 1))};
-        finish(y + (t0 + t) * out + o, x + (t0 + t) * in, row, dt, bias, in, o, a, add);
-    }
+        for (int t = 0; t < T; t++) {
+            __m256 a[4] = {_mm512_castps512_ps256(acc[r][t][0]),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][t][0]), 1)),
+                           _mm512_castps512_ps256(acc[r][t][1]),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][t][1]), 1))};
+            finish(y + (t0 + t) * out + o + r, x + (t0 + t) * in, row + (size_t)r * stride, dt, bias, in, o + r, a,
+                   add);
+        }
 }
 #endif
 
@@ -189,14 +234,20 @@ void sl_kern_mm_run_wide(const sl_kern_mm *mm, size_t count, const float *x, siz
 
 #endif /* SL_KERN_MM_HELPERS */
 
-/* One pass of T tokens (from t0) over one span of row o: T a literal in each case, so that each
- * pass size gets its own unrolled code. */
+/* One pass of T tokens (from t0) over one span of rows o .. o + R - 1, R = 1 or SL_KERN_ROWS(T):
+ * T and R literals in each case, so that each pass shape gets its own unrolled code. */
 static inline __attribute__((always_inline)) void pass(float *y, const float *x, const unsigned char *row,
-                                                       sl_dtype dt, const float *bias, size_t in, size_t out,
-                                                       size_t o, size_t t0, int T, int add, span sp)
+                                                       size_t stride, sl_dtype dt, const float *bias, size_t in,
+                                                       size_t out, size_t o, size_t t0, int T, int R, int add,
+                                                       span sp)
 {
 #define SL_KERN_CASE(TT)                                                                                          \
-    case TT: SL_KERN_BLOCK(y, x, row, dt, bias, in, out, o, t0, TT, add, sp); break;
+    case TT:                                                                                                      \
+        if (SL_KERN_ROWS(TT) > 1 && R == SL_KERN_ROWS(TT))                                                       \
+            SL_KERN_BLOCK(y, x, row, stride, dt, bias, in, out, o, t0, TT, SL_KERN_ROWS(TT), add, sp);          \
+        else                                                                                                      \
+            SL_KERN_BLOCK(y, x, row, stride, dt, bias, in, out, o, t0, TT, 1, add, sp);                        \
+        break;
     switch (T) {
         SL_KERN_CASE(1)
         SL_KERN_CASE(2)
@@ -240,18 +291,21 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
     float carry[4][SL_KERN_TMAX * 32] __attribute__((aligned(64))); /* (row in unit, token, 32 lanes) */
     for (size_t p = 0, t = 0; p < passes; t += base + (p < extra), p++) {
         const int T = (int)(base + (p < extra));
+        const size_t R = (size_t)SL_KERN_ROWS(T);
         if ((size_t)T * in * sizeof(float) <= SL_KERN_WHOLE_BYTES || k32 <= SL_KERN_CHUNK) {
-            for (size_t r = o; r < end; r++) {
+            for (size_t r = o, g; r < end; r += g) {
+                g = end - r >= R ? R : 1;
                 const span sp = {0, k32, NULL, W + r * stride + SL_KERN_PREFETCH};
-                pass(mm[i].y, x, W + r * stride, dt, mm[i].bias, in, out, r, t, T, mm[i].add, sp);
+                pass(mm[i].y, x, W + r * stride, stride, dt, mm[i].bias, in, out, r, t, T, (int)g, mm[i].add, sp);
             }
             continue;
         }
         for (size_t k0 = 0; k0 < k32; k0 += SL_KERN_CHUNK) {
             const size_t k1 = k0 + SL_KERN_CHUNK < k32 ? k0 + SL_KERN_CHUNK : k32;
-            for (size_t r = o; r < end; r++) {
+            for (size_t r = o, g; r < end; r += g) {
+                g = end - r >= R ? R : 1;
                 const span sp = {k0, k1, carry[r - o], W + r * stride + k1 * esz};
-                pass(mm[i].y, x, W + r * stride, dt, mm[i].bias, in, out, r, t, T, mm[i].add, sp);
+                pass(mm[i].y, x, W + r * stride, stride, dt, mm[i].bias, in, out, r, t, T, (int)g, mm[i].add, sp);
             }
         }
     }

@@ -442,9 +442,17 @@ static int bench_family(const char *path, const char *label, double threads)
     if (open_warm(path, &m, &c, &logits, tokens)) return 1;
     double t[SL_KERN_NMAX + 1];
     time_forward(c, tokens, 8, logits, t, NULL);
+    const double peak = fma_peak(sl_kern_select(SL_KERN_AUTO) == SL_KERN_WIDE);
     printf("\n[%s] %s at %d thread(s): t(1) = %.3f ms; t(n)/t(1) for n = 2..8:", label, path, (int)threads, t[1] * 1e3);
     for (size_t n = 2; n <= 8; n++) printf(" %.3f", t[n] / t[1]);
     printf("   (target t(5)/t(1) <= 1.3)\n");
+    /* The least t(5)/t(1) this CPU allows at this t(1): the 2 x 5 x params multiply-add FLOPs of
+     * five tokens at the FMA peak measured now (12 register chains, nothing loaded), over the
+     * measured t(1). Above 1.3, the target needs a faster multiply-add, not a better kernel. */
+    const double floor5 = 10.0 * (double)m->n_params / peak;
+    printf("multiply-add floor of t(5): %.3f ms at the measured FMA peak %.1f GFLOP/s (%d thread(s)); floor(5)/t(1) = %.3f;"
+           " t(5) reaches %.0f%% of the peak\n",
+           floor5 * 1e3, peak / 1e9, (int)threads, floor5 / t[1], 100.0 * floor5 / t[5]);
     const int met = t[5] / t[1] <= 1.3;
     printf("TARGET engine.family_target.%s.t5_over_t1.t%d value=%.4f target=<=1.3 unit=x %s\n", label, (int)threads,
            t[5] / t[1], met ? "MET" : "MISSED");
