@@ -311,13 +311,30 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
     }
 }
 
-/* One function per dtype, with the dtype a literal inside the OpenMP region, so that the weight
- * conversion is resolved at compile time in the outlined loop body. The work is cut into units of
- * four rows of one matrix (a matrix whose row count is not a multiple of four ends with a shorter
- * unit); each output is computed in the same order whichever unit or thread has it. Called
- * inside a parallel region (the model's forward pass), the units are work-shared among that
- * team; otherwise the call opens a region of its own. */
-#define SL_KERN_DEFINE_MATMUL(NAME, DT)                                                                         \
+/* The units of one call, work-shared among the team of the enclosing parallel region (an
+ * orphaned omp for): one function per dtype, with the dtype a literal, so that the weight
+ * conversion is resolved at compile time. The work is cut into units of four rows of one matrix (a
+ * matrix whose row count is not a multiple of four ends with a shorter unit); each output is
+ * computed in the same order whichever unit or thread has it. Both branches of the matmul below
+ * call this one copy: with unit() inlined into each, the AVX-512 build alone took gcc 113 s to
+ * compile on the Zen 5 VM (now ~40 s), for a kernel no faster (512 x 512 f16, one thread, best of
+ * 6: within 1-3% at every n from 1 to 8). Giving pass() a single call site in unit() as well
+ * would halve it again, but made passes of 1-3 and 5-7 tokens 5-8% slower: the whole-row call,
+ * with k0 = 0 and k1 = k32 known, compiles without the carry's loads and stores. */
+#define SL_KERN_DEFINE_UNITS(NAME, DT)                                                                          \
+    static __attribute__((noinline)) void NAME(const sl_kern_mm *mm, const size_t *first, const float *x,      \
+                                               size_t n, size_t in, long units)                                \
+    {                                                                                                           \
+        _Pragma("omp for schedule(static)")                                                                     \
+        for (long u = 0; u < units; u++) unit(mm, first, x, n, in, u, DT);                                      \
+    }
+SL_KERN_DEFINE_UNITS(units_f32, SL_DT_F32)
+SL_KERN_DEFINE_UNITS(units_f16, SL_DT_F16)
+SL_KERN_DEFINE_UNITS(units_bf16, SL_DT_BF16)
+
+/* Called inside a parallel region (the model's forward pass), the units are work-shared among
+ * that team; otherwise the call opens a region of its own. */
+#define SL_KERN_DEFINE_MATMUL(NAME, UNITS)                                                                      \
     static void NAME(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in)                   \
     {                                                                                                           \
         size_t first[SL_KERN_MAX_MULTI + 1], work = 0;                                                          \
@@ -329,16 +346,15 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
         const long units = (long)first[count];                                                                 \
         const int par = work >= (1u << 20); /* below ~0.2 ms: not worth waking threads */                    \
         if (omp_in_parallel()) {                                                                                \
-            _Pragma("omp for schedule(static)")                                                                 \
-            for (long u = 0; u < units; u++) unit(mm, first, x, n, in, u, DT);                                  \
+            UNITS(mm, first, x, n, in, units);                                                                  \
         } else {                                                                                                \
-            _Pragma("omp parallel for schedule(static) if (par)")                                               \
-            for (long u = 0; u < units; u++) unit(mm, first, x, n, in, u, DT);                                  \
+            _Pragma("omp parallel if (par)")                                                                    \
+            UNITS(mm, first, x, n, in, units);                                                                  \
         }                                                                                                       \
     }
-SL_KERN_DEFINE_MATMUL(matmul_f32, SL_DT_F32)
-SL_KERN_DEFINE_MATMUL(matmul_f16, SL_DT_F16)
-SL_KERN_DEFINE_MATMUL(matmul_bf16, SL_DT_BF16)
+SL_KERN_DEFINE_MATMUL(matmul_f32, units_f32)
+SL_KERN_DEFINE_MATMUL(matmul_f16, units_f16)
+SL_KERN_DEFINE_MATMUL(matmul_bf16, units_bf16)
 
 void SL_KERN_NAME(sl_kern_mm_run)(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in)
 {
