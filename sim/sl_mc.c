@@ -220,6 +220,17 @@ typedef struct {
     uint64_t pad;
 } mc_cnt;
 
+/* The counting loop's compact copy of mc_cnt, one 64-bit word per column, so that a draft's test
+ * is one gather from a table a quarter the size (V = 50257: 400 KB, in L2, where mc_cnt's 1.6 MB is
+ * not): bits 0-31 prob[c]'s bit pattern >> pshift, bits 32-47 and 48-63 T[c] and T[alias[c]]
+ * >> tshift (at most 0xffff). For nonnegative doubles and for integers, a < b follows from
+ * a >> s < b >> s, and a >= b from a >> s > b >> s; only where the shifted values are equal (a
+ * tie: about one test in 10^5 by default) is the decision unknown, and the loop then takes that
+ * position's tests from mc_cnt itself. pshift >= 32, tshift >= 37 (T <= 2^53); larger shifts make
+ * ties frequent (sl_mc_plan_set_count_bits, for tests). */
+#define MC_PSHIFT 32
+#define MC_TSHIFT 37
+
 /* The fused loop's tables for one row. */
 typedef struct {
     const mc_col *q, *r, *p;
@@ -246,6 +257,8 @@ struct sl_mc_plan {
                              the integer T = ceil(min(t, 1) 2^53): for u = k 2^-53, u < t iff k < T */
     mc_tab *wtab;         /* (n_win) the tables of window row w, like accel; NULL: no fused loop */
     mc_cnt *cnt;          /* (n_src, V), 64-byte aligned: the counting loop's (not for sliding layouts) */
+    uint64_t *cnt8;       /* (n_src, V), 64-byte aligned: its compact copy (see MC_PSHIFT) */
+    unsigned pshift, tshift;
 };
 
 size_t sl_mc_plan_vocab(const sl_mc_plan *plan) { return plan->V; }
@@ -294,7 +307,26 @@ void sl_mc_plan_free(sl_mc_plan *pl)
     free(pl->thr);
     free(pl->wtab);
     free(pl->cnt);
+    free(pl->cnt8);
     free(pl);
+}
+
+int sl_mc_plan_set_count_bits(sl_mc_plan *pl, unsigned pshift, unsigned tshift)
+{
+    if (!pl->cnt) return SL_OK;
+    if (pshift < MC_PSHIFT || pshift > 63 || tshift < MC_TSHIFT || tshift > 63)
+        return sl_fail(SL_EINPUT, "count bits: pshift %u, tshift %u, expected 32-63 and 37-63", pshift, tshift);
+    const size_t n = pl->n_src * pl->V;
+    if (!pl->cnt8 && !(pl->cnt8 = aligned_alloc(64, (n * sizeof *pl->cnt8 + 63) & ~(size_t)63)))
+        return sl_fail(SL_EFAIL, "out of memory allocating the Monte Carlo tables");
+    for (size_t j = 0; j < n; j++) {
+        uint64_t pb, tc = pl->cnt[j].thr_col >> tshift, ta = pl->cnt[j].thr_alias >> tshift;
+        memcpy(&pb, &pl->cnt[j].prob, sizeof pb);
+        pl->cnt8[j] = pb >> pshift | (tc < 0xffff ? tc : 0xffff) << 32 | (ta < 0xffff ? ta : 0xffff) << 48;
+    }
+    pl->pshift = pshift;
+    pl->tshift = tshift;
+    return SL_OK;
 }
 
 /* The keep test of sl_alias_sample_u for u = k 2^-53 in column c: that its column is c and that
@@ -421,6 +453,7 @@ int sl_mc_plan_alloc(const sl_mc_source *src, size_t gamma, const sl_spec_config
                     const sl_alias *a = pl->qa[i];
                     pl->cnt[i * V + x] = (mc_cnt){a->prob[x], pl->thr[i * V + x], pl->thr[i * V + a->alias[x]], 0};
                 }
+            if ((rc = sl_mc_plan_set_count_bits(pl, MC_PSHIFT, MC_TSHIFT))) goto fail;
         }
     }
     for (size_t w = 0; w < pl->n_win; w++) {
@@ -589,8 +622,9 @@ __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl
  *    fused loop (so every position's uniforms are drawn, tested or not);
  *  - a draft is sl_alias_sample_u itself: x = (k 2^-53) V in double, col = trunc(x) (at most
  *    V - 1), col if x - col < prob[col] else alias[col]; the token itself is not needed, only its
- *    threshold, so one 32-byte entry per column (mc_cnt: prob[col], T[col], T[alias[col]]) gives
- *    the test from one cache line;
+ *    threshold, so one 64-bit word per column (the compact copy of mc_cnt: prob[col], T[col],
+ *    T[alias[col]], their leading bits) gives both tests from one gather, and the rare ties
+ *    (MC_PSHIFT) take them from mc_cnt;
  *  - the accept test is the fused loop's integer one, k < T[x];
  *  - the accepted prefix of each lane is counted with masks; the tables of positions after every
  *    lane's first rejection are not read (they change nothing).
@@ -675,7 +709,13 @@ __attribute__((target("avx512f,avx512dq"), noinline)) static void count_group(co
     const __m512i vn = _mm512_loadu_si512(nblk);
     /* Position i's table (the same for every iteration in these layouts). */
     const mc_cnt *tab[SL_SPEC_GAMMA_MAX];
-    for (size_t i = 0; i < gamma; i++) tab[i] = pl->cnt + src_row(pl, 0, i) * V;
+    const uint64_t *tab8[SL_SPEC_GAMMA_MAX];
+    for (size_t i = 0; i < gamma; i++) {
+        tab[i] = pl->cnt + src_row(pl, 0, i) * V;
+        tab8[i] = pl->cnt8 + src_row(pl, 0, i) * V;
+    }
+    const __m128i psh = _mm_cvtsi64_si128((long long)pl->pshift), tsh = _mm_cvtsi64_si128((long long)pl->tshift);
+    const __m512i lo32 = _mm512_set1_epi64(0xffffffffLL), lo16 = _mm512_set1_epi64(0xffff);
     const __m512d two53 = _mm512_set1_pd(0x1.0p-53), Vd = _mm512_set1_pd((double)V);
     const __m512i vmax = _mm512_set1_epi64((long long)(V - 1)), one = _mm512_set1_epi64(1);
     for (size_t j = 0; j < nmax; j++) {
@@ -688,16 +728,26 @@ __attribute__((target("avx512f,avx512dq"), noinline)) static void count_group(co
             const __m512d x = _mm512_mul_pd(_mm512_mul_pd(_mm512_cvtepu64_pd(kd), two53), Vd);
             const __m512i col = _mm512_min_epu64(_mm512_cvttpd_epu64(x), vmax);
             const __m512d frac = _mm512_sub_pd(x, _mm512_cvtepu64_pd(col));
-            /* Entry col of the table (4 quadwords each): prob, then the two thresholds. */
-            const __m512i e = _mm512_slli_epi64(col, 2);
-            const void *base = (const void *)tab[i];
-            const __m512d pr = _mm512_mask_i64gather_pd(_mm512_setzero_pd(), all, e, base, 8);
-            const __m512i tc = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), all, _mm512_add_epi64(e, one), base, 8);
-            const __m512i ta = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), all,
-                                                           _mm512_add_epi64(e, _mm512_set1_epi64(2)), base, 8);
-            /* the draft is col where x - col < prob[col], else alias[col]: its threshold likewise */
-            const __m512i th = _mm512_mask_blend_epi64(_mm512_cmp_pd_mask(frac, pr, _CMP_LT_OQ), ta, tc);
-            all &= _mm512_cmplt_epu64_mask(ka, th);
+            /* The draft is col where x - col < prob[col], else alias[col], and its threshold
+             * likewise: from the compact entry (MC_PSHIFT) where that decides both tests, else
+             * from mc_cnt. frac >= +0, so its bit pattern orders like its value. */
+            const __m512i w = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), all, col, tab8[i], 8);
+            const __m512i fhi = _mm512_srl_epi64(_mm512_castpd_si512(frac), psh), phi = _mm512_and_si512(w, lo32);
+            const __m512i th = _mm512_mask_blend_epi64(_mm512_cmplt_epu64_mask(fhi, phi), _mm512_srli_epi64(w, 48),
+                                                       _mm512_and_si512(_mm512_srli_epi64(w, 32), lo16));
+            const __m512i khi = _mm512_srl_epi64(ka, tsh);
+            if (__builtin_expect(all & (_mm512_cmpeq_epu64_mask(fhi, phi) | _mm512_cmpeq_epu64_mask(khi, th)), 0)) {
+                /* Entry col of mc_cnt (4 quadwords each): prob, then the two thresholds. */
+                const __m512i e = _mm512_slli_epi64(col, 2);
+                const void *base = (const void *)tab[i];
+                const __m512d pr = _mm512_mask_i64gather_pd(_mm512_setzero_pd(), all, e, base, 8);
+                const __m512i tc = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), all, _mm512_add_epi64(e, one), base, 8);
+                const __m512i ta = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), all,
+                                                               _mm512_add_epi64(e, _mm512_set1_epi64(2)), base, 8);
+                const __m512i tf = _mm512_mask_blend_epi64(_mm512_cmp_pd_mask(frac, pr, _CMP_LT_OQ), ta, tc);
+                all &= _mm512_cmplt_epu64_mask(ka, tf);
+            } else
+                all &= _mm512_cmplt_epu64_mask(khi, th);
             nacc = _mm512_mask_add_epi64(nacc, all, nacc, one);
         }
         uint64_t k[8];

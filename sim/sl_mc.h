@@ -115,6 +115,9 @@ sl_mc_layout sl_mc_plan_layout(const sl_mc_plan *plan);
 int64_t sl_mc_plan_fused_draw(const sl_mc_plan *plan, int which, size_t row, uint64_t k);
 const sl_alias *sl_mc_plan_alias(const sl_mc_plan *plan, int which, size_t row);
 const sl_spec_config *sl_mc_plan_config(const sl_mc_plan *plan);
+/* For tests: the counting loop's compact table keeps prob's bits >> pshift and the thresholds
+ * >> tshift (defaults 32 and 37); larger shifts make its ties, decided from the full table, common. */
+int sl_mc_plan_set_count_bits(sl_mc_plan *plan, unsigned pshift, unsigned tshift);
 
 /* Iterations per block of randomness: block b (iterations b*SL_MC_BLOCK ...) draws from the streams
  * seeded with (seed, stream, b), its iterations one after another. Part of what a seed means:

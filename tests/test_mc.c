@@ -285,7 +285,7 @@ Test(mc, fused_loop_equals_reference_sampler)
  * with it every count and sum. i.i.d. and positional layouts (the ones it takes), a sliding one
  * (the fused loop's), exact and lenient rules, gamma 1, 4, 5 and 64, tables from L1 to larger than
  * L2 (V = 50257), N a multiple of neither the block (256) nor the eight-block group, 1 and 2
- * threads. */
+ * threads, with the compact table's ties rare, common and everywhere. */
 Test(mc, counting_loop_equals_reference)
 {
     const struct {
@@ -316,16 +316,27 @@ Test(mc, counting_loop_equals_reference)
         cfg.lenience = cases[c].lenience;
         sl_mc_plan *p;
         cr_assert_eq(sl_mc_plan_alloc(&src, cases[c].gamma, &cfg, &p), SL_OK, "%s", sl_errmsg());
-        for (size_t k = 0; k < 3; k++)
-            for (int threads = 1; threads <= 2; threads++) {
-                sl_mc_opts fast = {Ns[k], 11 + k, threads, NULL, NULL, 0}, ref = {Ns[k], 11 + k, 1, NULL, NULL, 1};
-                sl_mc_result a, b;
-                cr_assert_eq(sl_mc_run(p, &fast, &a), SL_OK);
-                cr_assert_eq(sl_mc_run(p, &ref, &b), SL_OK);
-                a.elapsed_s = b.elapsed_s = 0;
-                cr_assert_eq(memcmp(&a, &b, sizeof a), 0, "case %zu N %zu threads %d: tokens %llu vs %llu", c, Ns[k],
-                             threads, (unsigned long long)a.tokens, (unsigned long long)b.tokens);
+        /* The compact table's default bits (ties rare), few bits (ties common: prob by its exponent
+         * alone, thresholds by 3 bits) and none (every test a tie, decided from the full table). */
+        const unsigned bits[3][2] = {{32, 37}, {52, 50}, {63, 63}};
+        for (size_t k = 0; k < 3; k++) {
+            sl_mc_opts ref = {Ns[k], 11 + k, 1, NULL, NULL, 1};
+            sl_mc_result b;
+            cr_assert_eq(sl_mc_run(p, &ref, &b), SL_OK);
+            b.elapsed_s = 0;
+            for (size_t bi = 0; bi < 3; bi++) {
+                cr_assert_eq(sl_mc_plan_set_count_bits(p, bits[bi][0], bits[bi][1]), SL_OK, "%s", sl_errmsg());
+                for (int threads = 1; threads <= 2; threads++) {
+                    sl_mc_opts fast = {Ns[k], 11 + k, threads, NULL, NULL, 0};
+                    sl_mc_result a;
+                    cr_assert_eq(sl_mc_run(p, &fast, &a), SL_OK);
+                    a.elapsed_s = 0;
+                    cr_assert_eq(memcmp(&a, &b, sizeof a), 0, "case %zu bits %u/%u N %zu threads %d: tokens %llu vs %llu",
+                                 c, bits[bi][0], bits[bi][1], Ns[k], threads, (unsigned long long)a.tokens,
+                                 (unsigned long long)b.tokens);
+                }
             }
+        }
         sl_mc_plan_free(p);
         sl_mc_rows_free(rows);
     }
