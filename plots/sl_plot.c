@@ -547,11 +547,11 @@ static void first_error_line(FILE *err, char *msg, size_t n)
         if (!*p || strspn(p, "^ ") == strlen(p)) continue;
         const char *l = strstr(p, "line ");
         if (l && l[5] >= '0' && l[5] <= '9' && strchr(l, ':')) {
-            snprintf(msg, n, "%s", p);
+            snprintf(msg, n, "%.*s", (int)(n - 1), p); /* a long line is cut */
             return;
         }
         if (!have_first) {
-            snprintf(msg, n, "%s", p);
+            snprintf(msg, n, "%.*s", (int)(n - 1), p);
             have_first = 1;
         }
     }

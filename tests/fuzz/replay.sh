@@ -3,8 +3,10 @@
 # tests/fuzz/fuzz_NAME.c, built with the project's normal compiler (no clang, no libFuzzer): a plain
 # driver (replay_main.c) feeds each file to LLVMFuzzerTestOneInput, under AddressSanitizer and
 # UBSan when the compiler has them. The library is built by the Makefile into build/fuzz-replay
-# (-O0, incremental). Prints one closing line, "fuzz replay: N files, M harnesses, K crashes", and
-# exits 1 when K > 0 (each crashing file is named above it).
+# (-O0, incremental), or, with REPLAY_LIB=DIR, taken from the sanitizer build in DIR (`make san`:
+# build-san, the same sanitizers; what `make test` does, so that the suite compiles the library
+# twice, not three times). Prints one closing line, "fuzz replay: N files, M harnesses, K
+# crashes", and exits 1 when K > 0 (each crashing file is named above it).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 CC=${CC:-cc}
@@ -18,12 +20,17 @@ if ! $CC $SAN -o /tmp/slfuzz_san_$$ /tmp/slfuzz_san_$$.c 2>/dev/null; then
     SAN=""
 fi
 rm -f /tmp/slfuzz_san_$$ /tmp/slfuzz_san_$$.c
-# The Makefile does not track flags: a change of compiler or sanitizers starts the build afresh.
-stamp="$CC $SAN"
+LIB=${REPLAY_LIB:-$OUT} # the library's build folder
+# The Makefile does not track flags: a change of compiler, sanitizers or library starts afresh.
+stamp="$CC $SAN $LIB"
 if [ "$(cat $OUT/flags 2>/dev/null)" != "$stamp" ]; then rm -rf $OUT; fi
 mkdir -p $OUT && echo "$stamp" > $OUT/flags
+if [ -n "${REPLAY_LIB:-}" ]; then
+    for f in libspeclab.a sim/cli/sl_cli.o sim/cli/cli_deploy.o; do
+        [ -f "$LIB/$f" ] || { echo "fuzz replay: $LIB/$f does not exist (make san builds it)"; exit 1; }
+    done
 # The environment's CFLAGS is appended to by the Makefile; OPT on the command line replaces its -O2.
-if ! CFLAGS="$SAN -g" make --no-print-directory -j2 BUILD=$OUT OPT="-O0 -march=x86-64-v3" \
+elif ! CFLAGS="$SAN -g" make --no-print-directory -j2 BUILD=$OUT OPT="-O0 -march=x86-64-v3" \
     $OUT/libspeclab.a $OUT/sim/cli/sl_cli.o $OUT/sim/cli/cli_deploy.o >$OUT.log 2>&1; then
     tail -20 $OUT.log >&2
     echo "fuzz replay: the library did not build (see $OUT.log)"
@@ -47,10 +54,10 @@ for src in tests/fuzz/fuzz_*.c; do
     n=${n#fuzz_}
     [ -d tests/fuzz/corpus/$n ] || continue
     bin=$OUT/replay_$n
-    if [ ! -x $bin ] || [ -n "$(find tests/fuzz/fuzz_$n.c tests/fuzz/fuzz_util.[ch] tests/fuzz/replay_main.c $OUT/libspeclab.a -newer $bin 2>/dev/null)" ]; then
+    if [ ! -x $bin ] || [ -n "$(find tests/fuzz/fuzz_$n.c tests/fuzz/fuzz_util.[ch] tests/fuzz/replay_main.c $LIB/libspeclab.a -newer $bin 2>/dev/null)" ]; then
         if ! $CC -std=c11 -D_GNU_SOURCE -O0 -g -march=x86-64-v3 -fopenmp $SAN $INC $PKG_CFLAGS -o $bin \
-            tests/fuzz/replay_main.c $src tests/fuzz/fuzz_util.c $OUT/sim/cli/sl_cli.o $OUT/sim/cli/cli_deploy.o \
-            $OUT/libspeclab.a $PKG_LIBS -lgomp -lpthread -lm -ldl 2>$OUT.$n.log; then
+            tests/fuzz/replay_main.c $src tests/fuzz/fuzz_util.c $LIB/sim/cli/sl_cli.o $LIB/sim/cli/cli_deploy.o \
+            $LIB/libspeclab.a $PKG_LIBS -lgomp -lpthread -lm -ldl 2>$OUT.$n.log; then
             cat $OUT.$n.log >&2
             echo "fuzz replay: harness $n did not build"
             exit 1

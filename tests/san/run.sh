@@ -4,7 +4,8 @@
 # passes only if the item passes AND no sanitizer wrote a report. ITEM is
 #   unit        the Criterion unit tests (SAN_UNIT_FILTER, if set, narrows them)
 #   smoke       tests/san/smoke.sh: every command once on tiny inputs
-#   replay      tests/fuzz/replay.sh (the fuzz corpus), skipped if that file does not exist
+#   replay      tests/fuzz/replay.sh (the fuzz corpus) linked against the sanitizer build's library,
+#               skipped if that file does not exist
 #   tests/cli/X a CLI test script, with SPECLAB pointing at the sanitizer binary
 # Reports go to files (log_path) rather than stderr, so a report is caught even where a script
 # ignores exit codes or stderr; each one found is printed and fails the item. Leaks are checked
@@ -35,7 +36,8 @@ case "$item" in
   replay)
     if [ ! -f tests/fuzz/replay.sh ]; then echo "tests/fuzz/replay.sh does not exist yet: skipped"; exit 0; fi
     # The replay builds its own sanitized driver, sets its own options and reports its own crashes.
-    ASAN_OPTIONS= UBSAN_OPTIONS= LSAN_OPTIONS= SPECLAB=$SAN_S bash tests/fuzz/replay.sh; rc=$? ;;
+    # It links the sanitizer build's library (the folder of $SAN_S) instead of building a third.
+    ASAN_OPTIONS= UBSAN_OPTIONS= LSAN_OPTIONS= SPECLAB=$SAN_S REPLAY_LIB=$(dirname "$SAN_S") bash tests/fuzz/replay.sh; rc=$? ;;
   *.py) SPECLAB=$SAN_S /usr/bin/python3 "$item"; rc=$? ;;
   *.sh) SPECLAB=$SAN_S bash "$item"; rc=$? ;;
   *) echo "tests/san/run.sh: unknown item '$item'"; exit 2 ;;

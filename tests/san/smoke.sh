@@ -77,8 +77,10 @@ expect 0 "model init (V = 16 pair)" model init --arch gpt2 --config "$(cfg 16 32
 expect 0 "model init (V = 16 draft, f16)" model init --arch gpt2 --config "$(cfg 16 32)" --dtype f16 --out "$T/d16.st" --seed 2
 expect 0 "verify --target --draft" verify --target "$T/t16.st" --draft "$T/d16.st" --prompt-ids 1,2 --quiet \
   --samples 100 --tokens 2 --gamma 2
+# v(n) to n = 4 (what recommend --gamma-max 3 below needs) at a short context: the cost points
+# are most of the command's time (103 s of valgrind's ~400 with the defaults, n to 16).
 expect 0 "run --gamma 1,2" run --target "$T/t.st" --draft "$T/d.st" --prompts "$T/p.txt" --tokens 6 --gamma 1,2 \
-  --cost-reps 2 --boot 20 --out "$T/run.h5" --quiet
+  --cost-reps 2 --v-max 4 --cost-context 8 --boot 20 --out "$T/run.h5" --quiet
 
 # ---- logs: measure, analyze, recommend, plot, export-notebook ----
 expect 0 "measure (synthetic)" measure --synthetic noisy --vocab 64 --sequences 2 --tokens 10 --out "$T/m.h5"
