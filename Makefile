@@ -29,13 +29,14 @@ ifeq ($(SANITIZE),1)
 # At -O1, every access still instrumented: the whole sanitizer build at -O2 took ~590 s of CPU on
 # the Zen 5 VM (gcc 12), at -O1 ~430 s. (At -O2 the matmul kernels, sl_kern_mm.h inlined into every
 # pass shape, had needed -O1 on their own: instrumented, they took gcc minutes.)
+# -g1: line tables only (a report's stack has files and lines), a third less compile time than -g.
 ifneq ($(DEBUG),1)
-OPT = -O1 -march=x86-64-v3
+OPT = -O1 -g1 -march=x86-64-v3
 endif
 # Every UB report is fatal (exit code 1 and a stack), as an ASan report is. gcc leaves
 # float-cast-overflow out of -fsanitize=undefined (clang has it): named, so that a double that does
 # not fit its integer type is caught (the fuzz replay, tests/fuzz/replay.sh, links this build too).
-OPT += -g -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer \
+OPT += -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer \
        -fno-sanitize-recover=undefined,float-cast-overflow
 LDSAN = -fsanitize=address,undefined,float-cast-overflow
 endif

@@ -26,8 +26,10 @@ expect() {
   else echo "FAIL $name: exit $rc, wanted $want"; head -40 "$T/err"; fail=1; fi
 }
 
-# heavy CMD...: skipped when SMOKE_LIGHT=1 (the valgrind pass of make test, where training's
-# ~9 s each under memcheck would not fit the budget; the ASan pass runs them).
+# heavy CMD...: skipped when SMOKE_LIGHT=1 (the valgrind pass of make test, where each call costs
+# ~4 s before it does anything: training's ~9 s each, and leaves whose paths other calls take
+# (error exits, a second plot, the closed-form power) would not fit the budget; the ASan pass
+# runs them all).
 heavy() { if [ "${SMOKE_LIGHT:-0}" = 1 ]; then echo "skip ${3:-} (SMOKE_LIGHT=1)"; else "$@"; fi; }
 
 TOK=models/tokenizer.json
@@ -41,7 +43,7 @@ expect 0 "dist" dist --p 0.5,0.3,0.2 --q 0.2,0.3,0.5 --format json
 expect 0 "mc" mc --family noisy --iterations 2000 --format json
 expect 0 "verify (synthetic, exact rule)" verify --family noisy --iterations 500 --format json
 expect 0 "verify --exact" verify --family noisy --vocab 4 --gamma 2 --exact
-expect 0 "verify --power" verify --power --tv 0.05 --df 3
+heavy expect 0 "verify --power" verify --power --tv 0.05 --df 3
 expect 0 "verify --replications" verify --replications 3 --iterations 500 --vocab 4 --gamma 2
 $PY tests/external_sampler.py --vocab 4 --gamma 2 --iterations 2000 --seed 1 --bug none --out "$T/s.csv" \
   --p-out "$T/sp.txt" --q-out "$T/sq.txt" >/dev/null
@@ -92,7 +94,7 @@ expect 0 "analyze (run log)" analyze "$T/run.h5"
 expect 0 "recommend" recommend "$T/m.h5" --c 0.1
 expect 0 "recommend (run log costs)" recommend "$T/mm.h5" --costs "$T/run.h5" --gamma-max 3
 if command -v gnuplot >/dev/null; then
-  expect 0 "plot theory-speedup" plot theory-speedup -o "$T/f.png"
+  heavy expect 0 "plot theory-speedup" plot theory-speedup -o "$T/f.png"
   expect 0 "plot lenience" plot lenience "$T/m.h5" -o "$T/l.svg"
 fi
 expect 0 "export-notebook" export-notebook "$T/m.h5" "$T/run.h5" -o "$T/nb.ipynb"
@@ -102,9 +104,9 @@ head -c 3000 "$T/m.h5" >"$T/trunc.h5"
 expect 2 "analyze a truncated log" analyze "$T/trunc.h5"
 head -c 5000 "$T/t.st" >"$T/trunc.st"
 expect 2 "generate with a truncated model" generate --target "$T/trunc.st" --autoregressive --prompt-ids 1 --tokens 2
-expect 2 "dist, p not summing to 1" dist --p 0.5,0.4 --q 0.5,0.5
-expect 2 "unknown option" theory --bogus
-expect 2 "measure over an existing file" measure --synthetic noisy --vocab 16 --sequences 1 --tokens 2 --out "$T/p.txt"
+heavy expect 2 "dist, p not summing to 1" dist --p 0.5,0.4 --q 0.5,0.5
+heavy expect 2 "unknown option" theory --bogus
+heavy expect 2 "measure over an existing file" measure --synthetic noisy --vocab 16 --sequences 1 --tokens 2 --out "$T/p.txt"
 
 echo "smoke.sh: $n commands, $([ $fail -eq 0 ] && echo "all as expected" || echo "FAILURES")"
 exit $fail
