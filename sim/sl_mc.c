@@ -226,8 +226,9 @@ typedef struct {
  * >> tshift (at most 0xffff). For nonnegative doubles and for integers, a < b follows from
  * a >> s < b >> s, and a >= b from a >> s > b >> s; only where the shifted values are equal (a
  * tie: by default about one test in 6 10^4, 2^-16 for the threshold and ~2^-20 for prob) is
- * the decision unknown, and the loop then takes that position's tests from mc_cnt itself. pshift >= 32, tshift >= 37 (T <= 2^53); larger shifts make
- * ties frequent (sl_mc_plan_set_count_bits, for tests). */
+ * the decision unknown, and the loop then takes that position's tests from mc_cnt itself.
+ * pshift >= 32, tshift >= 37 (T <= 2^53); larger shifts make ties frequent
+ * (sl_mc_plan_set_count_bits, for tests). */
 #define MC_PSHIFT 32
 #define MC_TSHIFT 37
 
