@@ -33,7 +33,7 @@ expect() {
 heavy() { if [ "${SMOKE_LIGHT:-0}" = 1 ]; then echo "skip ${3:-} (SMOKE_LIGHT=1)"; else "$@"; fi; }
 # plain CMD...: run without the wrapper when SMOKE_LIGHT=1: calls whose files later calls need, or
 # whose code paths a wrapped call of the same command also takes (another model init, a second
-# generate); the valgrind pass then checks the ~18 calls that read files, run the engine and
+# generate); the valgrind pass then checks the 21 calls that read files, run the engine and
 # decode, at ~4-8 s each under memcheck. The ASan pass wraps them all.
 plain() {
   if [ "${SMOKE_LIGHT:-0}" = 1 ]; then
