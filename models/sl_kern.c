@@ -69,6 +69,26 @@ static int current_isa(void)
     return isa == SL_KERN_AUTO ? (int)sl_kern_select(SL_KERN_AUTO) : isa;
 }
 
+/* Rows longer than this (bytes) are read one at a time in the AVX-512 build's passes of 2 to 4
+ * tokens (see sl_kern.h); 0 until chosen. */
+static size_t quad_max;
+
+size_t sl_kern_set_quad_max(size_t bytes)
+{
+    if (bytes == 0) {
+        __builtin_cpu_init();
+        bytes = __builtin_cpu_is("amd") ? 2048 : SIZE_MAX;
+    }
+    __atomic_store_n(&quad_max, bytes, __ATOMIC_RELAXED);
+    return bytes;
+}
+
+static size_t current_quad_max(void)
+{
+    const size_t q = __atomic_load_n(&quad_max, __ATOMIC_RELAXED);
+    return q ? q : sl_kern_set_quad_max(0);
+}
+
 const char *sl_kern_isa_name(void)
 {
     return current_isa() == SL_KERN_WIDE ? "avx512 (16-lane registers, passes of <= 8 tokens, 4 rows at a time up to 4)"
@@ -78,13 +98,14 @@ const char *sl_kern_isa_name(void)
 void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in)
 {
     const int isa = current_isa();
+    const size_t quad = current_quad_max();
     /* All matrices of one call share a dtype (checked by the caller); mixed calls are split. */
     size_t i = 0;
     while (i < count) {
         size_t j = i + 1;
         while (j < count && j - i < SL_KERN_MAX_MULTI && mm[j].dt == mm[i].dt) j++;
-        if (isa == SL_KERN_WIDE) sl_kern_mm_run_wide(mm + i, j - i, x, n, in);
-        else sl_kern_mm_run_avx2(mm + i, j - i, x, n, in);
+        if (isa == SL_KERN_WIDE) sl_kern_mm_run_wide(mm + i, j - i, x, n, in, quad);
+        else sl_kern_mm_run_avx2(mm + i, j - i, x, n, in, quad);
         i = j;
     }
 }

@@ -76,6 +76,17 @@ typedef enum { SL_KERN_AUTO = -1, SL_KERN_AVX2 = 0, SL_KERN_WIDE = 1 } sl_kern_i
 sl_kern_isa sl_kern_select(sl_kern_isa isa);
 const char *sl_kern_isa_name(void); /* the build in use, in words */
 
+/* Passes of 2 to 4 tokens in the AVX-512 build read four rows side by side (each input load then
+ * feeds four rows), but only rows of at most this many bytes; longer rows are read one at a time.
+ * bytes = 0 sets the default for this CPU: 2048 on AMD, no limit elsewhere. Speed only: the bits
+ * are the same either way (tests/test_engine.c checks). Returns the value now in effect. Measured
+ * ad hoc, f16 weights from memory, one thread, n = 3: with rows of 4 KiB (in = 2048) four side by
+ * side took 1.84x the single-token time on the 2-core Zen 5 VM and one at a time 1.24x (the
+ * shipped target's t(3)/t(1): 1.43-1.51 -> 1.29-1.32); on the accelerator machine's Xeon four side
+ * by side were the faster (0.75-0.91x vs 1.12-1.25x); rows of 1 KiB (in = 512) were faster four
+ * side by side on both. Call it before computing, not concurrently with a matmul. */
+size_t sl_kern_set_quad_max(size_t bytes);
+
 /* Converts n elements of dtype dt at src (possibly unaligned) to float32. */
 void sl_kern_to_f32(float *dst, const void *src, sl_dtype dt, size_t n);
 /* Rounds float32 to dt (round to nearest even) and writes n elements at dst. */

@@ -184,7 +184,8 @@ static inline __attribute__((always_inline)) __m512 load16(const unsigned char *
 /* block8's sums with 16-lane registers, R rows and T tokens, R * T <= 16: acc[r][t][0] holds
  * accumulators 0 and 1 (elements 32b .. 32b + 15), acc[r][t][1] holds 2 and 3, each lane getting
  * the same multiply-adds in the same order as in block8; the halves are split off for finish().
- * The AVX-512 build takes R = 4 for 2 <= T <= 4 (2 R T accumulators; at T = 4 all 32 registers,
+ * The AVX-512 build takes R = 4 for 2 <= T <= 4 where rows are short enough (sl_kern_set_quad_max
+ * in sl_kern.h: on AMD, rows of at most 2 KiB) (2 R T accumulators; at T = 4 all 32 registers,
  * a few spilled, still faster): each input vector loaded then feeds four rows' multiply-adds, and
  * each row's weights are converted once per pass as before. Ad hoc, a 512 x 512 f16 matrix in L2,
  * one thread, best of 6 alternated runs: t(2), t(3), t(4) 62.3, 79.9, 98.2 -> 51.6, 65.1, 96.1 us on
@@ -246,8 +247,8 @@ static inline __attribute__((always_inline)) void block16(float *y, const float 
 }
 #endif
 
-void sl_kern_mm_run_avx2(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in);
-void sl_kern_mm_run_wide(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in);
+void sl_kern_mm_run_avx2(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in, size_t quad_max);
+void sl_kern_mm_run_wide(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in, size_t quad_max);
 
 #endif /* SL_KERN_MM_HELPERS */
 
@@ -296,7 +297,7 @@ static inline __attribute__((always_inline)) void pass(float *y, const float *x,
  * multiply-adds in the same order, so the same bits. Either way the prefetch runs ahead by
  * whole units (SL_KERN_PREFETCH). */
 static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, const size_t *first, const float *x,
-                                                        size_t n, size_t in, long u, sl_dtype dt)
+                                                        size_t n, size_t in, long u, sl_dtype dt, size_t quad_max)
 {
     size_t i = 0;
     while ((size_t)u >= first[i + 1]) i++;
@@ -308,7 +309,7 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
     const size_t ahead = 4 * ((SL_KERN_PREFETCH + 4 * stride - 1) / (4 * stride)); /* rows */
     for (size_t p = 0, t = 0; p < passes; t += base + (p < extra), p++) {
         const int T = (int)(base + (p < extra));
-        const size_t R = (size_t)SL_KERN_ROWS(T);
+        const size_t R = stride <= quad_max ? (size_t)SL_KERN_ROWS(T) : 1;
         if ((size_t)T * in * sizeof(float) <= SL_KERN_WHOLE_BYTES || k32 <= SL_KERN_CHUNK) {
             for (size_t r = o, g; r < end; r += g) {
                 g = end - r >= R ? R : 1;
@@ -340,10 +341,10 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
  * with k0 = 0 and k1 = k32 known, compiles without the carry's loads and stores. */
 #define SL_KERN_DEFINE_UNITS(NAME, DT)                                                                          \
     static __attribute__((noinline)) void NAME(const sl_kern_mm *mm, const size_t *first, const float *x,      \
-                                               size_t n, size_t in, long units)                                \
+                                               size_t n, size_t in, long units, size_t quad_max)               \
     {                                                                                                           \
         _Pragma("omp for schedule(static)")                                                                     \
-        for (long u = 0; u < units; u++) unit(mm, first, x, n, in, u, DT);                                      \
+        for (long u = 0; u < units; u++) unit(mm, first, x, n, in, u, DT, quad_max);                            \
     }
 SL_KERN_DEFINE_UNITS(units_f32, SL_DT_F32)
 SL_KERN_DEFINE_UNITS(units_f16, SL_DT_F16)
@@ -352,7 +353,7 @@ SL_KERN_DEFINE_UNITS(units_bf16, SL_DT_BF16)
 /* Called inside a parallel region (the model's forward pass), the units are work-shared among
  * that team; otherwise the call opens a region of its own. */
 #define SL_KERN_DEFINE_MATMUL(NAME, UNITS)                                                                      \
-    static void NAME(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in)                   \
+    static void NAME(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in, size_t quad_max)  \
     {                                                                                                           \
         size_t first[SL_KERN_MAX_MULTI + 1], work = 0;                                                          \
         first[0] = 0;                                                                                           \
@@ -363,22 +364,23 @@ SL_KERN_DEFINE_UNITS(units_bf16, SL_DT_BF16)
         const long units = (long)first[count];                                                                 \
         const int par = work >= (1u << 20); /* below ~0.2 ms: not worth waking threads */                    \
         if (omp_in_parallel()) {                                                                                \
-            UNITS(mm, first, x, n, in, units);                                                                  \
+            UNITS(mm, first, x, n, in, units, quad_max);                                                        \
         } else {                                                                                                \
             _Pragma("omp parallel if (par)")                                                                    \
-            UNITS(mm, first, x, n, in, units);                                                                  \
+            UNITS(mm, first, x, n, in, units, quad_max);                                                        \
         }                                                                                                       \
     }
 SL_KERN_DEFINE_MATMUL(matmul_f32, units_f32)
 SL_KERN_DEFINE_MATMUL(matmul_f16, units_f16)
 SL_KERN_DEFINE_MATMUL(matmul_bf16, units_bf16)
 
-void SL_KERN_NAME(sl_kern_mm_run)(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in)
+void SL_KERN_NAME(sl_kern_mm_run)(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in,
+                                  size_t quad_max)
 {
     switch (mm[0].dt) {
-    case SL_DT_F32: matmul_f32(mm, count, x, n, in); break;
-    case SL_DT_F16: matmul_f16(mm, count, x, n, in); break;
-    case SL_DT_BF16: matmul_bf16(mm, count, x, n, in); break;
+    case SL_DT_F32: matmul_f32(mm, count, x, n, in, quad_max); break;
+    case SL_DT_F16: matmul_f16(mm, count, x, n, in, quad_max); break;
+    case SL_DT_BF16: matmul_bf16(mm, count, x, n, in, quad_max); break;
     case SL_DT_I32:
     case SL_DT_U8:
     case SL_DT_BOOL: break; /* never a weight: sl_model_open refuses it */

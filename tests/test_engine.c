@@ -86,6 +86,15 @@ Test(engine, kernel_matches_naive_all_dtypes_and_shapes)
                         sl_kern_matmul(y2, x, w, (sl_dtype)dt, bb, n, in, out);
                         cr_assert(memcmp(y, y2, n * out * 4) == 0, "dt %d n %zu in %zu out %zu: builds differ", dt,
                                   n, in, out);
+                        /* Rows read four side by side or one at a time: the same bits. */
+                        const size_t quads[2] = {1, SIZE_MAX};
+                        for (int q = 0; q < 2; q++) {
+                            sl_kern_set_quad_max(quads[q]);
+                            sl_kern_matmul(y2, x, w, (sl_dtype)dt, bb, n, in, out);
+                            cr_assert(memcmp(y, y2, n * out * 4) == 0, "dt %d n %zu in %zu out %zu quad %zu: differ",
+                                      dt, n, in, out, quads[q]);
+                        }
+                        sl_kern_set_quad_max(0);
                     }
                     sl_kern_select(SL_KERN_AUTO);
                     naive_matmul(ref, x, w32, bb, n, in, out);
