@@ -436,18 +436,24 @@ static inline __attribute__((always_inline)) void norm_rows(float *y, const floa
 {
     double s[4] = {0, 0, 0, 0}, mean[4] = {0, 0, 0, 0}, inv[4];
     if (b) {
-        for (size_t i = 0; i < d; i++)
+        for (size_t i = 0; i < d; i++) {
+#pragma GCC unroll 4
             for (size_t t = 0; t < R; t++) mean[t] += x[t * d + i];
+        }
         for (size_t t = 0; t < R; t++) mean[t] /= (double)d;
-        for (size_t i = 0; i < d; i++)
+        for (size_t i = 0; i < d; i++) {
+#pragma GCC unroll 4
             for (size_t t = 0; t < R; t++) s[t] += ((double)x[t * d + i] - mean[t]) * ((double)x[t * d + i] - mean[t]);
+        }
         for (size_t t = 0; t < R; t++) inv[t] = 1.0 / sqrt(s[t] / (double)d + eps);
         for (size_t t = 0; t < R; t++)
             for (size_t i = 0; i < d; i++)
                 y[t * d + i] = (float)(((double)x[t * d + i] - mean[t]) * inv[t]) * w[i] + b[i];
     } else {
-        for (size_t i = 0; i < d; i++)
+        for (size_t i = 0; i < d; i++) {
+#pragma GCC unroll 4
             for (size_t t = 0; t < R; t++) s[t] += (double)x[t * d + i] * x[t * d + i];
+        }
         for (size_t t = 0; t < R; t++) inv[t] = 1.0 / sqrt(s[t] / (double)d + eps);
         for (size_t t = 0; t < R; t++)
             for (size_t i = 0; i < d; i++) y[t * d + i] = (float)(x[t * d + i] * inv[t]) * w[i];
