@@ -79,12 +79,16 @@ const char *sl_kern_isa_name(void); /* the build in use, in words */
 /* Passes of 2 to 4 tokens in the AVX-512 build read four rows side by side (each input load then
  * feeds four rows), but only rows of at most this many bytes; longer rows are read one at a time.
  * bytes = 0 sets the default for this CPU: 2048 on AMD, no limit elsewhere. Speed only: the bits
- * are the same either way (tests/test_engine.c checks). Returns the value now in effect. Measured
- * ad hoc, f16 weights from memory, one thread, n = 3: with rows of 4 KiB (in = 2048) four side by
- * side took 1.84x the single-token time on the 2-core Zen 5 VM and one at a time 1.24x (the
- * shipped target's t(3)/t(1): 1.43-1.51 -> 1.29-1.32); on the accelerator machine's Xeon four side
- * by side were the faster (0.75-0.91x vs 1.12-1.25x); rows of 1 KiB (in = 512) were faster four
- * side by side on both. Call it before computing, not concurrently with a matmul. */
+ * are the same either way (tests/test_engine.c checks). Returns the value now in effect. Call it
+ * before computing, not concurrently with a matmul. Measured ad hoc, f16 weights from memory, one
+ * thread, n = 3:
+ *  - rows of 4 KiB (in = 2048): four side by side took 1.84x the single-token time on the 2-core
+ *    Zen 5 VM, one at a time 1.24x (the shipped target's t(2)/t(1) 1.29-1.33 -> 1.18-1.24 and
+ *    t(3)/t(1) 1.38-1.51 -> 1.29-1.34); on the accelerator machine's Xeon four side by side were
+ *    the faster (0.75-0.91x against 1.12-1.25x);
+ *  - rows of 1 KiB (in = 512): four side by side were faster on both. (At n = 2 one at a time was
+ *    faster on the Zen 5 VM for every row length; a rule for that changed the shipped target's
+ *    t(2)..t(4) by at most 4%, and was not kept.) */
 size_t sl_kern_set_quad_max(size_t bytes);
 
 /* Converts n elements of dtype dt at src (possibly unaligned) to float32. */
