@@ -427,7 +427,7 @@ int sl_model_truncate(sl_model_ctx *c, size_t len)
 
 /* ---- blocks ---- */
 
-/* Rows t0 .. t0 + R - 1 of x (n, d) -> y: LayerNorm (b != NULL) or RMSNorm (b == NULL), statistics
+/* R rows of x (R, d) -> y (R, d): LayerNorm (b != NULL) or RMSNorm (b == NULL), statistics
  * in double, each a sum over i in order. The R rows' sums run side by side: each is a chain of
  * dependent double additions (~4 cycles each), so one row at a time left the adder mostly idle.
  * Each row gets the same operations whatever R is: the same bits. */
@@ -633,7 +633,7 @@ static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size
             const sl_model_layer *L = &m->layers[l];
             /* The new keys and values go straight into their rows of the cache: (n, kv_dim) at pos. */
             float *kn = c->k_cache + (l * c->max_len + pos) * kvd, *vn = c->v_cache + (l * c->max_len + pos) * kvd;
-norm(c->xn, c->x, L->attn_norm_w, L->attn_norm_b, n, d, g->norm_eps);
+            norm(c->xn, c->x, L->attn_norm_w, L->attn_norm_b, n, d, g->norm_eps);
             const sl_kern_mm qkv[3] = {{c->q, L->q.w, L->q.dt, L->bq, qd, 0},
                                        {kn, L->k.w, L->k.dt, L->bk, kvd, 0},
                                        {vn, L->v.w, L->v.dt, L->bv, kvd, 0}};
@@ -648,7 +648,7 @@ norm(c->xn, c->x, L->attn_norm_w, L->attn_norm_b, n, d, g->norm_eps);
             attention(c, l, n, pos);
             const sl_kern_mm o_res = {c->x, L->o.w, L->o.dt, L->bo, d, 1}; /* x += attention projection */
             sl_kern_matmul_multi(&o_res, 1, c->att, n, qd);
-norm(c->xn, c->x, L->mlp_norm_w, L->mlp_norm_b, n, d, g->norm_eps);
+            norm(c->xn, c->x, L->mlp_norm_w, L->mlp_norm_b, n, d, g->norm_eps);
             if (gpt2) {
                 sl_kern_matmul(f1, c->xn, L->up.w, L->up.dt, L->bup, n, d, ff);
             } else {
@@ -660,7 +660,7 @@ norm(c->xn, c->x, L->mlp_norm_w, L->mlp_norm_b, n, d, g->norm_eps);
             sl_kern_matmul_multi(&down_res, 1, f1, n, ff);
         }
         if (r0 < n) {
-norm(c->xn, c->x + r0 * d, m->final_norm_w, m->final_norm_b, n - r0, d, g->norm_eps);
+            norm(c->xn, c->x + r0 * d, m->final_norm_w, m->final_norm_b, n - r0, d, g->norm_eps);
             sl_kern_matmul(logits, c->xn, m->lm_head.w, m->lm_head.dt, NULL, n - r0, d, g->vocab_size);
         }
     }
