@@ -348,6 +348,8 @@ void sl_model_ctx_free(sl_model_ctx *c)
     free(c->v_cache);
     free(c->rope_cos);
     free(c->rope_sin);
+    free(c->kn);
+    free(c->vn);
     free(c->x);
     free(c->xn);
     free(c->q);
@@ -386,6 +388,8 @@ int sl_model_ctx_alloc(const sl_model *m, size_t max_len, sl_model_ctx **out)
     const size_t cache = c->gpu ? 1 : g->n_layer * max_len * m->kv_dim;
     c->k_cache = sl_calloc(cache, sizeof(float));
     c->v_cache = sl_calloc(cache, sizeof(float));
+    c->kn = sl_malloc_aligned(B * m->kv_dim * sizeof(float));
+    c->vn = sl_malloc_aligned(B * m->kv_dim * sizeof(float));
     c->x = sl_malloc_aligned(B * d * sizeof(float));
     c->xn = sl_malloc_aligned(B * d * sizeof(float));
     c->q = sl_malloc_aligned(B * qd * sizeof(float));
@@ -394,7 +398,7 @@ int sl_model_ctx_alloc(const sl_model *m, size_t max_len, sl_model_ctx **out)
     c->ff = sl_malloc_aligned(2 * B * g->d_ff * sizeof(float));
     c->scores = sl_malloc(B * g->n_head * max_len * sizeof(float));
     c->logits = sl_malloc_aligned(B * g->vocab_size * sizeof(float));
-    int ok = c->k_cache && c->v_cache && c->x && c->xn && c->q && c->att && c->proj && c->ff && c->scores &&
+    int ok = c->k_cache && c->v_cache && c->kn && c->vn && c->x && c->xn && c->q && c->att && c->proj && c->ff && c->scores &&
              c->logits;
     if (ok && m->arch == SL_ARCH_LLAMA) {
         const size_t half = m->head_dim / 2;
@@ -529,18 +533,18 @@ static void rope(const sl_model_ctx *c, float *v, size_t n_heads, size_t pos)
 static void attention_job(sl_model_ctx *c, const float *K, const float *V, long job, size_t n, size_t pos, float scale)
 {
     const sl_model *m = c->m;
-    const size_t H = m->cfg.n_head, hd = m->head_dim, kvd = m->kv_dim, group = H / m->cfg.n_kv_head;
+    const size_t H = m->cfg.n_head, hd = m->head_dim, group = H / m->cfg.n_kv_head;
     const size_t qd = H * hd;
     const size_t h = (size_t)job % H, kvh = h / group, t0 = (size_t)job / H * SL_ATT_TOKENS;
     const size_t t1 = t0 + SL_ATT_TOKENS < n ? t0 + SL_ATT_TOKENS : n;
-    const float *Kh = K + kvh * hd, *Vh = V + kvh * hd;
+    const float *Kh = K + kvh * c->max_len * hd, *Vh = V + kvh * c->max_len * hd; /* (max_len, hd) */
     float *s[SL_ATT_TOKENS];
     for (size_t t = t0; t < t1; t++) s[t - t0] = c->scores + (t * H + h) * c->max_len;
     const size_t len_max = pos + t1; /* keys of the group's last token */
     for (size_t j0 = 0; j0 < len_max; j0 += SL_ATT_TILE)
         for (size_t t = t0; t < t1; t++) {
             const size_t len = pos + t + 1, j1 = j0 + SL_ATT_TILE < len ? j0 + SL_ATT_TILE : len;
-            if (j0 < j1) sl_kern_dots(s[t - t0] + j0, c->q + t * qd + h * hd, Kh + j0 * kvd, kvd, j1 - j0, hd, scale);
+            if (j0 < j1) sl_kern_dots(s[t - t0] + j0, c->q + t * qd + h * hd, Kh + j0 * hd, hd, j1 - j0, hd, scale);
         }
     for (size_t t = t0; t < t1; t++) {
         float *st = s[t - t0];
@@ -560,8 +564,27 @@ static void attention_job(sl_model_ctx *c, const float *K, const float *V, long 
         for (size_t t = t0; t < t1; t++) {
             const size_t len = pos + t + 1, j1 = j0 + SL_ATT_TILE < len ? j0 + SL_ATT_TILE : len;
             if (j0 < j1)
-                sl_kern_axpy_rows(c->att + t * qd + h * hd, s[t - t0] + j0, Vh + j0 * kvd, kvd, j1 - j0, hd, j0 > 0);
+                sl_kern_axpy_rows(c->att + t * qd + h * hd, s[t - t0] + j0, Vh + j0 * hd, hd, j1 - j0, hd, j0 > 0);
         }
+}
+
+/* The block's new keys and values (c->kn, c->vn: (n, kv_dim)) into the cache of layer l at
+ * positions pos.., one kv head per iteration (work-shared among the team; an orphaned omp for).
+ * The cache keeps each head's positions contiguous, so that the attention reads one stream of
+ * head_dim floats per position: with the positions of all heads interleaved (rows of kv_dim), each
+ * head read 256 bytes every 2 KiB of the shipped target's cache. */
+static void cache_store(sl_model_ctx *c, size_t l, size_t n, size_t pos)
+{
+    const sl_model *m = c->m;
+    const size_t Hkv = m->cfg.n_kv_head, hd = m->head_dim, kvd = m->kv_dim;
+#pragma omp for schedule(static)
+    for (long h = 0; h < (long)Hkv; h++) {
+        const size_t at = ((l * Hkv + (size_t)h) * c->max_len + pos) * hd;
+        for (size_t t = 0; t < n; t++) {
+            memcpy(c->k_cache + at + t * hd, c->kn + t * kvd + (size_t)h * hd, hd * sizeof(float));
+            memcpy(c->v_cache + at + t * hd, c->vn + t * kvd + (size_t)h * hd, hd * sizeof(float));
+        }
+    }
 }
 
 /* Causal attention of n new tokens at positions pos.. against the cache of layer l (which already
@@ -572,7 +595,7 @@ static void attention(sl_model_ctx *c, size_t l, size_t n, size_t pos)
     const sl_model *m = c->m;
     const size_t H = m->cfg.n_head, hd = m->head_dim, kvd = m->kv_dim;
     const float scale = 1.0f / sqrtf((float)hd);
-    const float *K = c->k_cache + l * c->max_len * kvd, *V = c->v_cache + l * c->max_len * kvd;
+    const float *K = c->k_cache + l * c->max_len * kvd, *V = c->v_cache + l * c->max_len * kvd; /* kvd = heads x hd */
     const long jobs = (long)(((n + SL_ATT_TOKENS - 1) / SL_ATT_TOKENS) * H);
     if (omp_in_parallel()) {
 #pragma omp for schedule(static)
@@ -631,8 +654,7 @@ static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size
         embed(c, tokens, n, pos);
         for (size_t l = 0; l < g->n_layer; l++) {
             const sl_model_layer *L = &m->layers[l];
-            /* The new keys and values go straight into their rows of the cache: (n, kv_dim) at pos. */
-            float *kn = c->k_cache + (l * c->max_len + pos) * kvd, *vn = c->v_cache + (l * c->max_len + pos) * kvd;
+            float *kn = c->kn, *vn = c->vn;
             norm(c->xn, c->x, L->attn_norm_w, L->attn_norm_b, n, d, g->norm_eps);
             const sl_kern_mm qkv[3] = {{c->q, L->q.w, L->q.dt, L->bq, qd, 0},
                                        {kn, L->k.w, L->k.dt, L->bk, kvd, 0},
@@ -645,6 +667,7 @@ static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size
                     rope(c, kn + t * kvd, g->n_kv_head, pos + t);
                 }
             }
+            cache_store(c, l, n, pos);
             attention(c, l, n, pos);
             const sl_kern_mm o_res = {c->x, L->o.w, L->o.dt, L->bo, d, 1}; /* x += attention projection */
             sl_kern_matmul_multi(&o_res, 1, c->att, n, qd);

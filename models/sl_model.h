@@ -90,8 +90,9 @@ typedef struct {
     size_t len;      /* tokens in the cache now */
     int team;        /* 1: one OpenMP team per forward block; 0: a region per (large) kernel call.
                         Default: 1 when the matrices take >= 16 MiB. Same results either way. */
-    float *k_cache;  /* (n_layer, max_len, kv_dim) */
-    float *v_cache;  /* (n_layer, max_len, kv_dim) */
+    float *k_cache;  /* (n_layer, n_kv_head, max_len, head_dim): each head's positions contiguous */
+    float *v_cache;  /* (n_layer, n_kv_head, max_len, head_dim) */
+    float *kn, *vn;  /* (B, kv_dim) the block's new keys and values, before they go to the cache */
     float *rope_cos, *rope_sin; /* (max_len, head_dim/2), llama */
     float *x;        /* (B, d) residual stream */
     float *xn;       /* (B, d) normalised */
