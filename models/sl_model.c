@@ -398,8 +398,8 @@ int sl_model_ctx_alloc(const sl_model *m, size_t max_len, sl_model_ctx **out)
     c->ff = sl_malloc_aligned(2 * B * g->d_ff * sizeof(float));
     c->scores = sl_malloc(B * g->n_head * max_len * sizeof(float));
     c->logits = sl_malloc_aligned(B * g->vocab_size * sizeof(float));
-    int ok = c->k_cache && c->v_cache && c->kn && c->vn && c->x && c->xn && c->q && c->att && c->proj && c->ff && c->scores &&
-             c->logits;
+    int ok = c->k_cache && c->v_cache && c->kn && c->vn && c->x && c->xn && c->q && c->att && c->proj && c->ff &&
+             c->scores && c->logits;
     if (ok && m->arch == SL_ARCH_LLAMA) {
         const size_t half = m->head_dim / 2;
         c->rope_cos = sl_malloc(max_len * half * sizeof(float));

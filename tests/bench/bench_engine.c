@@ -496,7 +496,8 @@ static int bench_family(const char *path, const char *label, double threads)
     const double mm5 = time_model_matmuls(m, 5), rest5 = t[5] - mm5 > 0 ? t[5] - mm5 : 0;
     printf("the matmuls of t(5) alone: %.3f ms (%.0f%% of the FMA peak); the rest of the pass: %.3f ms; least t(5)/t(1)"
            " with the matmuls at the FMA peak: (%.3f + %.3f) / %.3f = %.3f\n",
-           mm5 * 1e3, 100.0 * floor5 / mm5, rest5 * 1e3, floor5 * 1e3, rest5 * 1e3, t[1] * 1e3, (floor5 + rest5) / t[1]);
+           mm5 * 1e3, 100.0 * floor5 / mm5, rest5 * 1e3, floor5 * 1e3, rest5 * 1e3, t[1] * 1e3,
+           (floor5 + rest5) / t[1]);
     const int met = t[5] / t[1] <= 1.3;
     printf("TARGET engine.family_target.%s.t5_over_t1.t%d value=%.4f target=<=1.3 unit=x %s\n", label, (int)threads,
            t[5] / t[1], met ? "MET" : "MISSED");
