@@ -36,9 +36,37 @@ void sl_kern_from_f32(void *dst, const float *src, sl_dtype dt, size_t n)
     }
 }
 
+int sl_kern_packable(size_t out, size_t in) { return out > 0 && in > 0 && in % 32 == 0; }
+
+void sl_kern_pack(void *dst, const void *src, sl_dtype dt, size_t out, size_t in)
+{
+    const size_t esz = sl_dtype_size(dt), blk = 32 * esz, stride = in * esz;
+    for (size_t o = 0; o < out; o += 4) {
+        const size_t rows = out - o < 4 ? out - o : 4;
+        const unsigned char *s = (const unsigned char *)src + o * stride;
+        unsigned char *d = (unsigned char *)dst + o * stride;
+        for (size_t b = 0; b < in / 32; b++)
+            for (size_t r = 0; r < rows; r++) memcpy(d + (b * rows + r) * blk, s + r * stride + b * blk, blk);
+    }
+}
+
+void sl_kern_row_to_f32(float *dst, const void *W, int packed, sl_dtype dt, size_t out, size_t in, size_t r)
+{
+    const size_t esz = sl_dtype_size(dt), stride = in * esz;
+    const unsigned char *w = W;
+    if (!packed) {
+        sl_kern_to_f32(dst, w + r * stride, dt, in);
+        return;
+    }
+    const size_t o = r & ~(size_t)3, rows = out - o < 4 ? out - o : 4;
+    for (size_t b = 0; b < in / 32; b++)
+        sl_kern_to_f32(dst + 32 * b, w + o * stride + (b * rows + (r - o)) * 32 * esz, dt, 32);
+}
+
 #define SL_KERN_BLOCK block8
 #define SL_KERN_TMAX 3
-#define SL_KERN_ROWS(T) 1 /* rows per pass of T tokens (see sl_kern_mm.h) */
+#define SL_KERN_ROWS(T) 1  /* rows per pass of T tokens, row-major weights (see sl_kern_mm.h) */
+#define SL_KERN_PROWS(T) 1 /* the same, packed weights */
 #define SL_KERN_NAME(f) f##_avx2
 #include "sl_kern_mm.h"
 
@@ -89,6 +117,8 @@ static size_t current_quad_max(void)
     return q ? q : sl_kern_set_quad_max(0);
 }
 
+sl_kern_isa sl_kern_current(void) { return (sl_kern_isa)current_isa(); }
+
 const char *sl_kern_isa_name(void)
 {
     return current_isa() == SL_KERN_WIDE ? "avx512 (16-lane registers, passes of <= 8 tokens, 4 rows at a time up to 4)"
@@ -113,7 +143,7 @@ void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, si
 void sl_kern_matmul(float *y, const float *x, const void *W, sl_dtype dt, const float *bias, size_t n, size_t in,
                     size_t out)
 {
-    const sl_kern_mm mm = {y, W, dt, bias, out, 0};
+    const sl_kern_mm mm = {y, W, dt, bias, out, 0, 0};
     sl_kern_matmul_multi(&mm, 1, x, n, in);
 }
 

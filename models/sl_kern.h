@@ -10,7 +10,8 @@
  * 16-lane registers, at most 8 tokens per pass (half the loads and multiply-add instructions of
  * AVX2 for the same work). Rows longer than fit L1 with the pass's inputs are taken in chunks
  * across four rows at a time. f16 and bf16 weights are converted to float32 in registers as they
- * are loaded (F16C / shift), so they are used in place from the mapping at half the bytes. Inputs
+ * are loaded (F16C / shift), at half the bytes of f32. A matrix is read row-major (used in place
+ * from the file's mapping) or in the packed layout below (sl_kern_pack: what models keep). Inputs
  * should be 64-byte aligned (sl_malloc_aligned) for speed; any alignment is correct.
  *
  * Determinism: each output y[t][o] is computed by one thread, in one fixed order (8-lane partial
@@ -46,7 +47,23 @@ typedef struct {
     size_t out;
     int add;           /* 0: y = x W^T + b; 1: y += (x W^T + b), a residual connection in the epilogue
                           (the same bits as computing the product and adding it afterwards) */
+    int packed;        /* 0: w row-major; 1: w in sl_kern_pack's layout (same bits, faster) */
 } sl_kern_mm;
+
+/* The packed layout of a weight matrix (out, in), in % 32 == 0: the rows in units of four (the
+ * last unit has out % 4 rows if that is not 0), each unit its rows' bytes in the same place as
+ * row-major, but interleaved by blocks of 32 elements: block b of the unit's row r at
+ * (b * rows + r) * 32 elements from the unit's start. A pass over a unit then reads one
+ * sequential stream however many of its rows it takes at a time, so that passes of 1 to 4 tokens
+ * take four rows at a time (each input vector loaded feeds four rows) at any row length. Each
+ * output gets the same multiply-adds in the same order as from row-major weights: the same bits
+ * (tests/test_engine.c compares them). Measured in tests/bench/bench_engine.c (t(n)/t(1) of the
+ * shipped target, both layouts side by side). */
+int sl_kern_packable(size_t out, size_t in); /* 1 if in % 32 == 0 and out > 0 */
+/* Writes W (out, in) of dtype dt, row-major at src, in the packed layout at dst (the same bytes). */
+void sl_kern_pack(void *dst, const void *src, sl_dtype dt, size_t out, size_t in);
+/* Row r of a matrix (out, in) in either layout, converted to float32. */
+void sl_kern_row_to_f32(float *dst, const void *W, int packed, sl_dtype dt, size_t out, size_t in, size_t r);
 void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in);
 
 /* Attention and activation helpers, AVX2, each output computed in one fixed order:
@@ -75,6 +92,7 @@ void sl_kern_silu_mul(float *up, const float *gate, size_t n);
 typedef enum { SL_KERN_AUTO = -1, SL_KERN_AVX2 = 0, SL_KERN_WIDE = 1 } sl_kern_isa;
 sl_kern_isa sl_kern_select(sl_kern_isa isa);
 const char *sl_kern_isa_name(void); /* the build in use, in words */
+sl_kern_isa sl_kern_current(void);  /* the build in use (chosen now if no call has chosen it yet) */
 
 /* Passes of 2 to 4 tokens in the AVX-512 build read four rows side by side (each input load then
  * feeds four rows), but only rows of at most this many bytes; longer rows are read one at a time.

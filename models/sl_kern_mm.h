@@ -11,7 +11,8 @@
  *    passes of 2 to 4 tokens take four rows at a time, sharing each input load among them.
  * Before including the template part, define SL_KERN_BLOCK (block8 or block16), SL_KERN_TMAX
  * (its tokens per pass), SL_KERN_ROWS(T) (rows per pass of T tokens: 1, or a size that divides
- * the unit of four) and SL_KERN_NAME(f) (appends the build's suffix). Internal to the
+ * the unit of four), SL_KERN_PROWS(T) (the same for packed weights, sl_kern_pack) and
+ * SL_KERN_NAME(f) (appends the build's suffix). Internal to the
  * kernel; nothing else includes it.
  */
 #include <immintrin.h>
@@ -72,23 +73,26 @@ static inline __attribute__((always_inline)) float hsum8(__m256 v)
  *    121 -> 82 ms; in = 768, n = 3: 91 -> 73 ms; n = 1 unchanged within its noise (~5%). */
 #define SL_KERN_PREFETCH 16384
 
-static inline __attribute__((always_inline)) void prefetch_ahead(const unsigned char *pf, size_t k, sl_dtype dt)
+/* The lines of one row's 32-element block at pf: one for 16-bit weights, two for f32. */
+static inline __attribute__((always_inline)) void prefetch_ahead(const unsigned char *pf, sl_dtype dt)
 {
-    const size_t esz = dt == SL_DT_F32 ? 4 : 2; /* a literal: dt is one in each instance */
-    _mm_prefetch((const char *)pf + k * esz, _MM_HINT_T0);
-    if (esz == 4) _mm_prefetch((const char *)pf + k * esz + 64, _MM_HINT_T0);
+    _mm_prefetch((const char *)pf, _MM_HINT_T0);
+    if (dt == SL_DT_F32) _mm_prefetch((const char *)pf + 64, _MM_HINT_T0); /* dt a literal in each instance */
 }
 
-/* The part of R consecutive rows (stride bytes apart) one block call works on: elements
- * [k0, k1), multiples of 32 with k1 <= in & ~31. A call that starts at 0 starts from zero
- * accumulators, one that ends at in & ~31 finishes the outputs; otherwise the accumulators are
- * carried in carry (row r at carry + r * SL_KERN_TMAX * 32, then (T, 32) floats, 64-byte aligned)
- * to the next call on the rows, with calls for other rows in between (see unit()). pf is the
- * address prefetched for the first row at element k0 (advanced with k; row r's is stride further). */
+/* The part of R consecutive rows one block call works on: elements [k0, k1), multiples of 32 with
+ * k1 <= in & ~31. A call that starts at 0 starts from zero accumulators, one that ends at in & ~31
+ * finishes the outputs; otherwise the accumulators are carried in carry (row r at carry + r *
+ * SL_KERN_TMAX * 32, then (T, 32) floats, 64-byte aligned) to the next call on the rows, with calls
+ * for other rows in between (see unit()). The layout: the 32-element block b of the call's row r
+ * is at row + r * rs + b * bs (row-major: rs = the row's bytes, bs = 32 elements; packed, see
+ * sl_kern_pack: rs = 32 elements, bs = the unit's rows times 32 elements). pf is the address
+ * prefetched for the first row's block at k0, with the same steps. */
 typedef struct {
     size_t k0, k1;
     float *carry;             /* (R, SL_KERN_TMAX, 32) */
     const unsigned char *pf;
+    size_t rs, bs;            /* bytes from a row to the next, and from a 32-element block to the next */
 } span;
 
 #define SL_KERN_CARRY (SL_KERN_TMAX * 32) /* floats of carry per row */
@@ -125,9 +129,8 @@ static inline __attribute__((always_inline)) void finish(float *y, const float *
  * ~25% faster from memory on a two-core VM than four interleaved rows, whose streams the hardware
  * prefetcher follows less well. Inputs are loaded from L1. */
 static inline __attribute__((always_inline)) void block8(float *y, const float *x, const unsigned char *row,
-                                                          size_t stride, sl_dtype dt, const float *bias, size_t in,
-                                                          size_t out, size_t o, size_t t0, int T, int R, int add,
-                                                          span sp)
+                                                          sl_dtype dt, const float *bias, size_t in, size_t out,
+                                                          size_t o, size_t t0, int T, int R, int add, span sp)
 {
     const size_t k32 = in & ~(size_t)31;
     __m256 acc[2][3][4];
@@ -140,12 +143,13 @@ static inline __attribute__((always_inline)) void block8(float *y, const float *
                 acc[r][t][j] = sp.k0 ? _mm256_load_ps(sp.carry + r * SL_KERN_CARRY + 32 * t + 8 * j) : _mm256_setzero_ps();
     for (size_t k = sp.k0; k < sp.k1; k += 32) {
 #pragma GCC unroll 2
-        for (int r = 0; r < R; r++) prefetch_ahead(sp.pf + (size_t)r * stride, k - sp.k0, dt);
+        for (int r = 0; r < R; r++) prefetch_ahead(sp.pf + r * sp.rs + ((k - sp.k0) >> 5) * sp.bs, dt);
+        const unsigned char *wb = row + (k >> 5) * sp.bs;
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             __m256 w[2];
 #pragma GCC unroll 2
-            for (int r = 0; r < R; r++) w[r] = load8(row + (size_t)r * stride, k + 8 * (size_t)j, dt);
+            for (int r = 0; r < R; r++) w[r] = load8(wb + r * sp.rs, 8 * (size_t)j, dt);
 #pragma GCC unroll 3
             for (int t = 0; t < T; t++) {
                 const __m256 xv = _mm256_loadu_ps(x + (t0 + t) * in + k + 8 * (size_t)j);
@@ -167,8 +171,8 @@ static inline __attribute__((always_inline)) void block8(float *y, const float *
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 3
         for (int t = 0; t < T; t++)
-            finish(y + (t0 + t) * out + o + r, x + (t0 + t) * in, row + (size_t)r * stride, dt, bias, in, o + r,
-                   acc[r][t], add);
+            finish(y + (t0 + t) * out + o + r, x + (t0 + t) * in, row + r * sp.rs, dt, bias, in, o + r, acc[r][t],
+                   add);
 }
 
 #ifdef __AVX512F__
@@ -193,11 +197,18 @@ static inline __attribute__((always_inline)) __m512 load16(const unsigned char *
  * the shipped target's whole t(3) 10.99 -> 10.27 ms (one thread), 5.94 -> 5.46 ms (two). T = 1
  * stays one row (four interleaved rows made the shipped target's t(1) ~8% slower from memory),
  * and so do passes of 5..8 tokens: on the Xeon, whose f16 conversion competes with its
- * multiply-adds, one pass of 5 tokens over a row beat 3 + 2 tokens over four rows (32.4 vs 38.4 us). */
+ * multiply-adds, one pass of 5 tokens over a row beat 3 + 2 tokens over four rows (32.4 vs 38.4 us).
+ * Packed weights (sl_kern_pack) make a unit one stream, so passes of 1 to 4 tokens take its four
+ * rows at any row length, and passes of 5..8 one row at a time. Ad hoc, the shipped target's whole
+ * forward pass at position 64, packed / row-major t(n), best of 15 alternated, 2-core Zen 5 VM:
+ * n = 2, 3, 4: 0.87-0.90, 0.96-0.99, 0.97 (one thread), 0.86-0.91, 0.89-0.92, 0.96-0.98 (two);
+ * n = 1 0.97-1.03; n = 5 0.95-0.96 (one), 1.04-1.06 (two). Tried for n = 5, 6: four packed rows
+ * in two passes over the span, one per 16-lane half of each block (20 or 24 accumulators): 17%
+ * faster in L2, but from memory 0.98 (one thread), 1.09 (two); one packed row at a time at n = 1:
+ * 1.4x slower (a stream with gaps). */
 static inline __attribute__((always_inline)) void block16(float *y, const float *x, const unsigned char *row,
-                                                           size_t stride, sl_dtype dt, const float *bias, size_t in,
-                                                           size_t out, size_t o, size_t t0, int T, int R, int add,
-                                                           span sp)
+                                                           sl_dtype dt, const float *bias, size_t in, size_t out,
+                                                           size_t o, size_t t0, int T, int R, int add, span sp)
 {
     const size_t k32 = in & ~(size_t)31;
     __m512 acc[4][8][2];
@@ -210,12 +221,13 @@ static inline __attribute__((always_inline)) void block16(float *y, const float 
                 acc[r][t][h] = sp.k0 ? _mm512_load_ps(sp.carry + r * SL_KERN_CARRY + 32 * t + 16 * h) : _mm512_setzero_ps();
     for (size_t k = sp.k0; k < sp.k1; k += 32) {
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) prefetch_ahead(sp.pf + (size_t)r * stride, k - sp.k0, dt);
+        for (int r = 0; r < R; r++) prefetch_ahead(sp.pf + r * sp.rs + ((k - sp.k0) >> 5) * sp.bs, dt);
+        const unsigned char *wb = row + (k >> 5) * sp.bs;
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m512 w[4];
 #pragma GCC unroll 4
-            for (int r = 0; r < R; r++) w[r] = load16(row + (size_t)r * stride, k + 16 * (size_t)h, dt);
+            for (int r = 0; r < R; r++) w[r] = load16(wb + r * sp.rs, 16 * (size_t)h, dt);
 #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
                 const __m512 xv = _mm512_loadu_ps(x + (t0 + t) * in + k + 16 * (size_t)h);
@@ -241,8 +253,7 @@ static inline __attribute__((always_inline)) void block16(float *y, const float 
                            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][t][0]), 1)),
                            _mm512_castps512_ps256(acc[r][t][1]),
                            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][t][1]), 1))};
-            finish(y + (t0 + t) * out + o + r, x + (t0 + t) * in, row + (size_t)r * stride, dt, bias, in, o + r, a,
-                   add);
+            finish(y + (t0 + t) * out + o + r, x + (t0 + t) * in, row + r * sp.rs, dt, bias, in, o + r, a, add);
         }
 }
 #endif
@@ -252,19 +263,22 @@ void sl_kern_mm_run_wide(const sl_kern_mm *mm, size_t count, const float *x, siz
 
 #endif /* SL_KERN_MM_HELPERS */
 
-/* One pass of T tokens (from t0) over one span of rows o .. o + R - 1, R = 1 or SL_KERN_ROWS(T):
- * T and R literals in each case, so that each pass shape gets its own unrolled code. */
+/* One pass of T tokens (from t0) over one span of rows o .. o + R - 1, R = 1, SL_KERN_ROWS(T) or
+ * SL_KERN_PROWS(T): T and R literals in each case, so that each pass shape gets its own unrolled
+ * code. */
+#define SL_KERN_HAS_R(TT, RR) (SL_KERN_ROWS(TT) == (RR) || SL_KERN_PROWS(TT) == (RR))
 static inline __attribute__((always_inline)) void pass(float *y, const float *x, const unsigned char *row,
-                                                       size_t stride, sl_dtype dt, const float *bias, size_t in,
-                                                       size_t out, size_t o, size_t t0, int T, int R, int add,
-                                                       span sp)
+                                                       sl_dtype dt, const float *bias, size_t in, size_t out,
+                                                       size_t o, size_t t0, int T, int R, int add, span sp)
 {
 #define SL_KERN_CASE(TT)                                                                                          \
     case TT:                                                                                                      \
-        if (SL_KERN_ROWS(TT) > 1 && R == SL_KERN_ROWS(TT))                                                       \
-            SL_KERN_BLOCK(y, x, row, stride, dt, bias, in, out, o, t0, TT, SL_KERN_ROWS(TT), add, sp);          \
+        if (SL_KERN_HAS_R(TT, 4) && R == 4)                                                                      \
+            SL_KERN_BLOCK(y, x, row, dt, bias, in, out, o, t0, TT, 4, add, sp);                                  \
+        else if (SL_KERN_HAS_R(TT, 2) && R == 2)                                                                 \
+            SL_KERN_BLOCK(y, x, row, dt, bias, in, out, o, t0, TT, 2, add, sp);                                  \
         else                                                                                                      \
-            SL_KERN_BLOCK(y, x, row, stride, dt, bias, in, out, o, t0, TT, 1, add, sp);                        \
+            SL_KERN_BLOCK(y, x, row, dt, bias, in, out, o, t0, TT, 1, add, sp);                                  \
         break;
     switch (T) {
         SL_KERN_CASE(1)
@@ -303,18 +317,20 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
     while ((size_t)u >= first[i + 1]) i++;
     const size_t o = ((size_t)u - first[i]) * 4, out = mm[i].out, end = o + 4 < out ? o + 4 : out;
     const size_t esz = dt == SL_DT_F32 ? 4 : 2, stride = in * esz, k32 = in & ~(size_t)31;
-    const unsigned char *W = mm[i].w;
+    const int packed = mm[i].packed;
+    const size_t rs = packed ? 32 * esz : stride, bs = packed ? (end - o) * 32 * esz : 32 * esz;
+    const unsigned char *W = (const unsigned char *)mm[i].w + o * stride; /* the unit, either layout */
     const size_t passes = (n + SL_KERN_TMAX - 1) / SL_KERN_TMAX, base = n / passes, extra = n % passes;
     float carry[4][SL_KERN_TMAX * 32] __attribute__((aligned(64))); /* (row in unit, token, 32 lanes) */
     const size_t ahead = 4 * ((SL_KERN_PREFETCH + 4 * stride - 1) / (4 * stride)); /* rows */
     for (size_t p = 0, t = 0; p < passes; t += base + (p < extra), p++) {
         const int T = (int)(base + (p < extra));
-        const size_t R = stride <= quad_max ? (size_t)SL_KERN_ROWS(T) : 1;
+        const size_t R = packed ? (size_t)SL_KERN_PROWS(T) : stride <= quad_max ? (size_t)SL_KERN_ROWS(T) : 1;
         if ((size_t)T * in * sizeof(float) <= SL_KERN_WHOLE_BYTES || k32 <= SL_KERN_CHUNK) {
             for (size_t r = o, g; r < end; r += g) {
                 g = end - r >= R ? R : 1;
-                const span sp = {0, k32, NULL, W + (r + ahead) * stride};
-                pass(mm[i].y, x, W + r * stride, stride, dt, mm[i].bias, in, out, r, t, T, (int)g, mm[i].add, sp);
+                const span sp = {0, k32, carry[r - o], W + ahead * stride + (r - o) * rs, rs, bs};
+                pass(mm[i].y, x, W + (r - o) * rs, dt, mm[i].bias, in, out, r, t, T, (int)g, mm[i].add, sp);
             }
             continue;
         }
@@ -322,8 +338,8 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
             const size_t k1 = k0 + SL_KERN_CHUNK < k32 ? k0 + SL_KERN_CHUNK : k32;
             for (size_t r = o, g; r < end; r += g) {
                 g = end - r >= R ? R : 1;
-                const span sp = {k0, k1, carry[r - o], W + (r + ahead) * stride + k0 * esz};
-                pass(mm[i].y, x, W + r * stride, stride, dt, mm[i].bias, in, out, r, t, T, (int)g, mm[i].add, sp);
+                const span sp = {k0, k1, carry[r - o], W + ahead * stride + (r - o) * rs + (k0 >> 5) * bs, rs, bs};
+                pass(mm[i].y, x, W + (r - o) * rs, dt, mm[i].bias, in, out, r, t, T, (int)g, mm[i].add, sp);
             }
         }
     }

@@ -12,6 +12,8 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "sl_common.h"
 #include "sl_import.h"
@@ -192,6 +194,7 @@ void sl_model_close(sl_model *m)
 {
     if (!m) return;
     sl_model_gpu_release(m);
+    free(m->packed);
     sl_st_close(m->st);
     free(m->layers);
     free(m->vectors);
@@ -204,6 +207,63 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
     for (int i = 0; i < ndim && k < cap; i++)
         k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
     if (k < cap) snprintf(buf + k, cap - k, "]");
+}
+
+static int pack_mode = -1; /* sl_model_set_packing */
+
+int sl_model_set_packing(int on)
+{
+    if (on < 0) {
+        const char *e = getenv("SL_PACK");
+        on = !(e && !strcmp(e, "0")) && sl_kern_current() == SL_KERN_WIDE;
+    }
+    __atomic_store_n(&pack_mode, on ? 1 : 0, __ATOMIC_RELAXED);
+    return on ? 1 : 0;
+}
+
+static int packing(void)
+{
+    const int p = __atomic_load_n(&pack_mode, __ATOMIC_RELAXED);
+    return p < 0 ? sl_model_set_packing(-1) : p;
+}
+
+/* Gives the pages of [p, p + bytes) back to the file when they lie in its mapping (read-only and
+ * private: a later read, by the GPU upload say, maps them in again from the file). */
+static void release_mapped(const sl_st_file *st, const void *p, size_t bytes)
+{
+    const uintptr_t a = (uintptr_t)p, m0 = (uintptr_t)st->map, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    if (!st->map || a < m0 || a + bytes > m0 + st->map_bytes) return;
+    const uintptr_t lo = (a + page - 1) & ~(page - 1), hi = (a + bytes) & ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* The matrices the engine multiplies by (all but pos_emb) in the kernel's packed layout, in one
+ * allocation (m->packed), each 64-byte aligned; those whose rows are not a multiple of 32 elements
+ * stay row-major. */
+static int pack_matrices(sl_model *m, const tspec *specs, size_t n_specs)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n_specs; i++) {
+        const sl_st_tensor *t = sl_st_find(m->st, specs[i].name);
+        if (specs[i].kind == K_MATRIX && specs[i].wslot != &m->pos_emb &&
+            sl_kern_packable((size_t)t->shape[0], (size_t)t->shape[1]))
+            total += (t->nbytes + 63) & ~(size_t)63;
+    }
+    if (!total) return SL_OK;
+    unsigned char *buf = sl_malloc_aligned(total);
+    if (!buf) return SL_EFAIL;
+    m->packed = buf;
+    for (size_t i = 0; i < n_specs; i++) {
+        const sl_st_tensor *t = sl_st_find(m->st, specs[i].name);
+        if (specs[i].kind != K_MATRIX || specs[i].wslot == &m->pos_emb ||
+            !sl_kern_packable((size_t)t->shape[0], (size_t)t->shape[1]))
+            continue;
+        sl_kern_pack(buf, t->data, t->dtype, (size_t)t->shape[0], (size_t)t->shape[1]);
+        release_mapped(m->st, t->data, t->nbytes);
+        specs[i].wslot->pk = buf;
+        buf += (t->nbytes + 63) & ~(size_t)63;
+    }
+    return SL_OK;
 }
 
 int sl_model_open(const char *path, sl_model **out)
@@ -324,6 +384,7 @@ int sl_model_from_st(sl_st_file *st, const char *path, sl_model **out)
             vp += t->numel;
         }
     }
+    if (packing() && (rc = pack_matrices(m, specs, n_specs))) goto fail;
     if (c->tied_embeddings) m->lm_head = m->tok_emb;
     for (size_t i = 0; i < m->st->n_tensors; i++) {
         m->n_params += m->st->tensors[i].numel;
@@ -492,9 +553,10 @@ static void embed(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t pos)
 {
     const sl_model *m = c->m;
     const size_t d = m->cfg.d_model;
-    const size_t es = sl_dtype_size(m->tok_emb.dt);
+    const sl_model_w *e = &m->tok_emb;
     for (size_t t = 0; t < n; t++)
-        sl_kern_to_f32(c->x + t * d, (const char *)m->tok_emb.w + (size_t)tokens[t] * d * es, m->tok_emb.dt, d);
+        sl_kern_row_to_f32(c->x + t * d, e->pk ? e->pk : e->w, e->pk != NULL, e->dt, m->cfg.vocab_size, d,
+                           (size_t)tokens[t]);
     if (m->arch == SL_ARCH_GPT2) {
         const size_t ps = sl_dtype_size(m->pos_emb.dt);
         for (size_t t = 0; t < n; t++) {
@@ -633,6 +695,12 @@ static void activation(float *f1, const float *f2, size_t n, size_t ff, int gpt2
     }
 }
 
+/* One matrix of a kernel call: its packed copy when the model has one. */
+static sl_kern_mm mm(float *y, const sl_model_w *W, const float *bias, size_t out, int add)
+{
+    return (sl_kern_mm){y, W->pk ? W->pk : W->w, W->dt, bias, out, add, W->pk != NULL};
+}
+
 /* One block of n <= SL_KERN_NMAX tokens at positions pos..; logits (n - r0, vocab) of rows r0..n-1
  * (the unembedding, the largest matrix, is skipped for rows nobody asked for).
  *
@@ -656,9 +724,8 @@ static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size
             const sl_model_layer *L = &m->layers[l];
             float *kn = c->kn, *vn = c->vn;
             norm(c->xn, c->x, L->attn_norm_w, L->attn_norm_b, n, d, g->norm_eps);
-            const sl_kern_mm qkv[3] = {{c->q, L->q.w, L->q.dt, L->bq, qd, 0},
-                                       {kn, L->k.w, L->k.dt, L->bk, kvd, 0},
-                                       {vn, L->v.w, L->v.dt, L->bv, kvd, 0}};
+            const sl_kern_mm qkv[3] = {mm(c->q, &L->q, L->bq, qd, 0), mm(kn, &L->k, L->bk, kvd, 0),
+                                       mm(vn, &L->v, L->bv, kvd, 0)};
             sl_kern_matmul_multi(qkv, 3, c->xn, n, d);
             if (!gpt2) {
 #pragma omp single
@@ -669,22 +736,19 @@ static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size
             }
             cache_store(c, l, n, pos);
             attention(c, l, n, pos);
-            const sl_kern_mm o_res = {c->x, L->o.w, L->o.dt, L->bo, d, 1}; /* x += attention projection */
+            const sl_kern_mm o_res = mm(c->x, &L->o, L->bo, d, 1); /* x += attention projection */
             sl_kern_matmul_multi(&o_res, 1, c->att, n, qd);
             norm(c->xn, c->x, L->mlp_norm_w, L->mlp_norm_b, n, d, g->norm_eps);
-            if (gpt2) {
-                sl_kern_matmul(f1, c->xn, L->up.w, L->up.dt, L->bup, n, d, ff);
-            } else {
-                const sl_kern_mm gu[2] = {{f1, L->up.w, L->up.dt, NULL, ff, 0}, {f2, L->gate.w, L->gate.dt, NULL, ff, 0}};
-                sl_kern_matmul_multi(gu, 2, c->xn, n, d);
-            }
+            const sl_kern_mm gu[2] = {mm(f1, &L->up, L->bup, ff, 0), mm(f2, &L->gate, NULL, ff, 0)};
+            sl_kern_matmul_multi(gu, gpt2 ? 1 : 2, c->xn, n, d);
             activation(f1, f2, n, ff, gpt2);
-            const sl_kern_mm down_res = {c->x, L->down.w, L->down.dt, L->bdown, d, 1}; /* x += MLP output */
+            const sl_kern_mm down_res = mm(c->x, &L->down, L->bdown, d, 1); /* x += MLP output */
             sl_kern_matmul_multi(&down_res, 1, f1, n, ff);
         }
         if (r0 < n) {
             norm(c->xn, c->x + r0 * d, m->final_norm_w, m->final_norm_b, n - r0, d, g->norm_eps);
-            sl_kern_matmul(logits, c->xn, m->lm_head.w, m->lm_head.dt, NULL, n - r0, d, g->vocab_size);
+            const sl_kern_mm head = mm(logits, &m->lm_head, NULL, g->vocab_size, 0);
+            sl_kern_matmul_multi(&head, 1, c->xn, n - r0, d);
         }
     }
     c->len += n;

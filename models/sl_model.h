@@ -43,8 +43,10 @@ char *sl_model_config_json(const sl_model_config *c, sl_arch arch);
 
 /* A weight matrix used in place: rows of in elements of dtype dt. */
 typedef struct {
-    const void *w;
+    const void *w;     /* row-major, in the file's mapping */
     sl_dtype dt;
+    const void *pk;    /* the same matrix in the kernel's packed layout (sl_kern_pack), or NULL: the CPU
+                          engine's matmuls read pk when set, everything else reads w */
 } sl_model_w;
 
 typedef struct {
@@ -71,9 +73,19 @@ typedef struct {
     size_t n_params;
     size_t bytes_by_dtype[3]; /* indexed by sl_dtype */
     int format;              /* sl_model_format (models/sl_import.h) of the file it came from */
+    void *packed;            /* one allocation holding every matrix's pk, or NULL */
     void *gpu;               /* the weights on a device (models/sl_infer_gpu.h), or NULL: run on the CPU */
     const void *gpu_api;     /* the backend holding them (const sl_infer_gpu_api *) */
 } sl_model;
+
+/* Whether models opened from now on keep their matrices in the kernel's packed layout (sl_kern_pack
+ * in models/sl_kern.h): 1 yes, 0 no (row-major, used in place from the mapping), -1 the default:
+ * yes where the AVX-512 build of the matmul runs (its passes of 1 to 4 tokens read four packed rows
+ * as one stream), unless the environment sets SL_PACK=0. The logits are the same bits either way
+ * (tests/test_engine.c); the packed copy replaces the mapping's pages in memory (they are released
+ * as each matrix is packed), so the resident size stays about the weights'. Returns the setting
+ * now in effect (0 or 1). Call it before opening, not concurrently with an open. */
+int sl_model_set_packing(int on);
 
 /* Opens a model file of any format (models/sl_import.h: speclab, hf-gpt2, llama2c, gguf). */
 int sl_model_open(const char *path, sl_model **out);

@@ -108,6 +108,54 @@ Test(engine, kernel_matches_naive_all_dtypes_and_shapes)
     gsl_rng_free(r);
 }
 
+/* The packed layout (sl_kern_pack) gives the bits of row-major weights, in both builds, for every
+ * pass shape (n = 1..16), units of 1..4 rows (out % 4), whole rows and rows in chunks (in = 2080 at
+ * n >= 3), with and without the residual epilogue; and its rows read back as row-major ones. */
+Test(engine, kernel_packed_layout_gives_the_same_bits)
+{
+    gsl_rng *r = sl_rng_alloc(6, SL_STREAM_DATA, 0);
+    const size_t ins[] = {32, 64, 512, 2080}, outs[] = {1, 3, 4, 5, 17, 66};
+    for (int dt = 0; dt < 3; dt++)
+        for (size_t a = 0; a < sizeof ins / sizeof *ins; a++)
+            for (size_t b = 0; b < sizeof outs / sizeof *outs; b++) {
+                const size_t in = ins[a], out = outs[b], es = sl_dtype_size((sl_dtype)dt);
+                cr_assert(sl_kern_packable(out, in));
+                float *x = malloc(SL_KERN_NMAX * in * 4), *w32 = malloc(out * in * 4), *bias = malloc(out * 4);
+                void *w = malloc(out * in * es), *wp = malloc(out * in * es);
+                float *y = malloc(SL_KERN_NMAX * out * 4), *y2 = malloc(SL_KERN_NMAX * out * 4);
+                float *r1 = malloc(in * 4), *r2 = malloc(in * 4);
+                for (size_t i = 0; i < SL_KERN_NMAX * in; i++) x[i] = frand(r);
+                for (size_t i = 0; i < out * in; i++) w32[i] = frand(r);
+                for (size_t i = 0; i < out; i++) bias[i] = frand(r);
+                sl_kern_from_f32(w, w32, (sl_dtype)dt, out * in);
+                sl_kern_pack(wp, w, (sl_dtype)dt, out, in);
+                for (size_t o = 0; o < out; o++) {
+                    sl_kern_row_to_f32(r1, w, 0, (sl_dtype)dt, out, in, o);
+                    sl_kern_row_to_f32(r2, wp, 1, (sl_dtype)dt, out, in, o);
+                    cr_assert(memcmp(r1, r2, in * 4) == 0, "dt %d in %zu out %zu: row %zu read back differs", dt, in,
+                              out, o);
+                }
+                for (int isa = 0; isa < 2; isa++) {
+                    sl_kern_select(isa ? SL_KERN_WIDE : SL_KERN_AVX2);
+                    for (size_t n = 1; n <= SL_KERN_NMAX; n++)
+                        for (int add = 0; add < 2; add++) {
+                            const float *bb = (n + b) % 2 ? bias : NULL;
+                            for (size_t i = 0; i < n * out; i++) y[i] = y2[i] = (float)i;
+                            const sl_kern_mm m0 = {y, w, (sl_dtype)dt, bb, out, add, 0};
+                            const sl_kern_mm m1 = {y2, wp, (sl_dtype)dt, bb, out, add, 1};
+                            sl_kern_matmul_multi(&m0, 1, x, n, in);
+                            sl_kern_matmul_multi(&m1, 1, x, n, in);
+                            cr_assert(memcmp(y, y2, n * out * 4) == 0,
+                                      "dt %d in %zu out %zu n %zu add %d isa %d: packed differs", dt, in, out, n, add,
+                                      isa);
+                        }
+                }
+                sl_kern_select(SL_KERN_AUTO);
+                free(x), free(w32), free(bias), free(w), free(wp), free(y), free(y2), free(r1), free(r2);
+            }
+    gsl_rng_free(r);
+}
+
 Test(engine, kernel_matches_cblas_sgemm)
 {
     gsl_rng *r = sl_rng_alloc(2, SL_STREAM_DATA, 0);
@@ -148,7 +196,7 @@ Test(engine, kernel_is_bitwise_independent_of_threads_and_block_size)
         cr_assert(memcmp(y1, y2, n * out * 4) == 0, "thread count changed the result");
         /* The residual epilogue (add = 1) gives the bits of computing the product, then adding. */
         for (size_t i = 0; i < n * out; i++) y2[i] = (float)i * 0.001f;
-        const sl_kern_mm acc = {y2, w, (sl_dtype)dt, NULL, out, 1};
+        const sl_kern_mm acc = {y2, w, (sl_dtype)dt, NULL, out, 1, 0};
         sl_kern_matmul_multi(&acc, 1, x, n, in);
         for (size_t i = 0; i < n * out; i++) cr_assert_eq(y2[i], (float)i * 0.001f + y1[i]);
         for (size_t t = 0; t < n; t++) {
@@ -379,6 +427,34 @@ Test(engine, logits_match_pytorch_reference)
         free(logits), free(ref);
         sl_model_ctx_free(c);
         sl_model_close(m);
+    }
+}
+
+/* A model opened with its matrices packed gives the logits of the same model used row-major, bit
+ * for bit, in blocks and one token at a time, with the embedding read from the packed copy. */
+Test(engine, packed_model_equals_row_major_model)
+{
+    for (size_t f = 0; f < 4; f++) {
+        int32_t tokens[64];
+        size_t n, V;
+        float *ref = load_ref(FIXTURES[f], tokens, &n, &V);
+        float *lg[2];
+        for (int p = 0; p < 2; p++) {
+            cr_assert_eq(sl_model_set_packing(p), p);
+            sl_model *m;
+            cr_assert_eq(sl_model_open(fixture(FIXTURES[f], ""), &m), SL_OK, "%s", sl_errmsg());
+            cr_assert_eq(m->layers[0].q.pk != NULL, p, "%s: packing %d", FIXTURES[f], p);
+            sl_model_ctx *c;
+            cr_assert_eq(sl_model_ctx_alloc(m, m->cfg.max_seq_len, &c), SL_OK);
+            lg[p] = malloc(n * V * 4);
+            cr_assert_eq(sl_model_forward(c, tokens, n - 3, lg[p]), SL_OK, "%s", sl_errmsg());
+            for (size_t i = n - 3; i < n; i++) cr_assert_eq(sl_model_forward(c, tokens + i, 1, lg[p] + i * V), SL_OK);
+            sl_model_ctx_free(c);
+            sl_model_close(m);
+        }
+        sl_model_set_packing(-1);
+        cr_assert(memcmp(lg[0], lg[1], n * V * 4) == 0, "%s: packed and row-major logits differ", FIXTURES[f]);
+        free(lg[0]), free(lg[1]), free(ref);
     }
 }
 

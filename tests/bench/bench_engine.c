@@ -430,6 +430,13 @@ static double stream_in_child(void)
 
 /* Best-of-REPS time of the model's weight matrices applied to n tokens, alone: every matrix once,
  * with the shapes and dtypes a forward pass of n tokens gives the kernel (inputs of zeros). */
+/* y = x W^T with W in the layout the model keeps it in (packed or row-major), as the engine runs it. */
+static void matmul_w(float *y, const float *x, const sl_model_w *W, size_t n, size_t in, size_t out)
+{
+    const sl_kern_mm mm = {y, W->pk ? W->pk : W->w, W->dt, NULL, out, 0, W->pk != NULL};
+    sl_kern_matmul_multi(&mm, 1, x, n, in);
+}
+
 static double time_model_matmuls(const sl_model *m, size_t n)
 {
     const sl_model_config *g = &m->cfg;
@@ -455,8 +462,8 @@ static double time_model_matmuls(const sl_model *m, size_t n)
             } mm[] = {{L->q, d, qd}, {L->k, d, kv}, {L->v, d, kv}, {L->o, qd, d}, {L->up, d, ff}, {L->gate, d, ff},
                       {L->down, ff, d}};
             for (size_t i = 0; i < sizeof mm / sizeof *mm; i++)
-                if (mm[i].w.w) sl_kern_matmul(y, x, mm[i].w.w, mm[i].w.dt, NULL, n, mm[i].in, mm[i].out);
-            if (l + 1 == g->n_layer) sl_kern_matmul(y, x, m->lm_head.w, m->lm_head.dt, NULL, n, d, g->vocab_size);
+                if (mm[i].w.w) matmul_w(y, x, &mm[i].w, n, mm[i].in, mm[i].out);
+            if (l + 1 == g->n_layer) matmul_w(y, x, &m->lm_head, n, d, g->vocab_size);
         }
         t[r] = sl_now_s() - t0;
     }
@@ -498,6 +505,27 @@ static int bench_family(const char *path, const char *label, double threads)
            " with the matmuls at the FMA peak: (%.3f + %.3f) / %.3f = %.3f\n",
            mm5 * 1e3, 100.0 * floor5 / mm5, rest5 * 1e3, floor5 * 1e3, rest5 * 1e3, t[1] * 1e3,
            (floor5 + rest5) / t[1]);
+    /* The same model with its matrices row-major, as before the packed layout (sl_kern_pack): the
+     * same bits, timed right after. */
+    if (m->packed) {
+        const int was = sl_model_set_packing(0);
+        sl_model *m0;
+        sl_model_ctx *c0;
+        float *lg0;
+        if (open_warm(path, &m0, &c0, &lg0, tokens) == 0) {
+            double t0[SL_KERN_NMAX + 1];
+            time_forward(c0, tokens, 8, lg0, t0, NULL);
+            printf("row-major matrices (SL_PACK=0): t(1) = %.3f ms; t(n)/t(1) for n = 2..8:", t0[1] * 1e3);
+            for (size_t n = 2; n <= 8; n++) printf(" %.3f", t0[n] / t0[1]);
+            printf("\npacked / row-major t(n), n = 1..8:");
+            for (size_t n = 1; n <= 8; n++) printf(" %.3f", t[n] / t0[n]);
+            printf("\n");
+            free(lg0);
+            sl_model_ctx_free(c0);
+            sl_model_close(m0);
+        }
+        sl_model_set_packing(was);
+    }
     const int met = t[5] / t[1] <= 1.3;
     printf("TARGET engine.family_target.%s.t5_over_t1.t%d value=%.4f target=<=1.3 unit=x %s\n", label, (int)threads,
            t[5] / t[1], met ? "MET" : "MISSED");
