@@ -138,6 +138,23 @@ static void time_forward(sl_model_ctx *c, const int32_t *tokens, size_t nmax, fl
         for (size_t n = 1; n <= nmax; n++) t_avx2[n] = best_of(v[1][n], REPS);
 }
 
+/* time_forward for two contexts (two layouts of one model) taken in alternation, call by call, so
+ * that both see the same moments of a shared machine: t[k][n] for context k. */
+static void time_forward_pair(sl_model_ctx *c[2], const int32_t *tokens, size_t nmax, float *logits, double *t[2])
+{
+    double v[2][SL_KERN_NMAX + 1][REPS];
+    for (int r = 0; r < REPS; r++)
+        for (size_t n = 1; n <= nmax; n++)
+            for (int k = 0; k < 2; k++) {
+                const double t0 = sl_now_s();
+                sl_model_forward(c[k], tokens, n, logits);
+                v[k][n][r] = sl_now_s() - t0;
+                sl_model_truncate(c[k], PREFILL);
+            }
+    for (int k = 0; k < 2; k++)
+        for (size_t n = 1; n <= nmax; n++) t[k][n] = best_of(v[k][n], REPS);
+}
+
 /* The roofline and the decode measured in alternation: IREPS pairs of (one STREAM-like pass over a
  * buffer as large as the weights a token reads, one single-token decode). Both see the same quiet
  * and busy moments of a shared machine, which separate measurements minutes apart do not: this
@@ -199,6 +216,57 @@ static float fma_chains256(long iters)
         for (int k = 0; k < 8; k++) s += f[k];
     }
     return s;
+}
+
+/* The same multiply-adds as a kernel pass does them: each 512-bit FMA takes one operand from L1 (two
+ * rows of 512 float32 weights, five tokens' inputs, 20 chains), as the block kernel's passes of
+ * five tokens over two rows do, with no conversion, prefetch or epilogue. Ad hoc on the 2-core
+ * Zen 5 VM this reached 84% of fma_peak, and one row (one load per multiply-add), f16 weights
+ * converted, or four rows did the same: the ceiling of any kernel whose multiply-adds read their
+ * inputs from L1. */
+__attribute__((target("avx512f"))) static float fma_loaded512(long iters, const float *w, const float *x)
+{
+    enum { IN = 512 };
+    __m512 a[2][5][2];
+    for (int r = 0; r < 2; r++)
+        for (int t = 0; t < 5; t++)
+            for (int h = 0; h < 2; h++) a[r][t][h] = _mm512_setzero_ps();
+    for (long i = 0; i < iters; i++)
+        for (int k = 0; k < IN; k += 32)
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                const __m512 w0 = _mm512_loadu_ps(w + k + 16 * h), w1 = _mm512_loadu_ps(w + IN + k + 16 * h);
+                _Pragma("GCC unroll 5") for (int t = 0; t < 5; t++) {
+                    const __m512 xv = _mm512_loadu_ps(x + t * IN + k + 16 * h);
+                    a[0][t][h] = _mm512_fmadd_ps(w0, xv, a[0][t][h]);
+                    a[1][t][h] = _mm512_fmadd_ps(w1, xv, a[1][t][h]);
+                }
+            }
+    float s = 0;
+    for (int r = 0; r < 2; r++)
+        for (int t = 0; t < 5; t++)
+            for (int h = 0; h < 2; h++) s += _mm512_reduce_add_ps(a[r][t][h]);
+    return s;
+}
+
+/* fma_loaded512's FLOP/s on every OpenMP thread, best of 3 runs of ~0.1 s. */
+static double fma_loaded_peak(void)
+{
+    const long iters = 40000;
+    double best = 0, sink = 0;
+    for (int r = 0; r < 3; r++) {
+        const double t0 = sl_now_s();
+#pragma omp parallel reduction(+ : sink)
+        {
+            float *buf = aligned_alloc(64, (2 + 5) * 512 * sizeof(float));
+            for (int i = 0; i < 7 * 512; i++) buf[i] = 1e-3f * (float)(i % 7);
+            sink += fma_loaded512(iters, buf, buf + 2 * 512);
+            free(buf);
+        }
+        const double f = (double)omp_get_max_threads() * iters * 16 * 20 * 32 / (sl_now_s() - t0);
+        if (f > best) best = f;
+    }
+    if (sink == 42) puts("");
+    return best;
 }
 
 static double fma_peak(int wide)
@@ -506,25 +574,35 @@ static int bench_family(const char *path, const char *label, double threads)
            mm5 * 1e3, 100.0 * floor5 / mm5, rest5 * 1e3, floor5 * 1e3, rest5 * 1e3, t[1] * 1e3,
            (floor5 + rest5) / t[1]);
     /* The same model with its matrices row-major, as before the packed layout (sl_kern_pack): the
-     * same bits, timed right after. */
+     * same bits; both timed again, in alternation call by call. */
     if (m->packed) {
         const int was = sl_model_set_packing(0);
         sl_model *m0;
         sl_model_ctx *c0;
         float *lg0;
         if (open_warm(path, &m0, &c0, &lg0, tokens) == 0) {
-            double t0[SL_KERN_NMAX + 1];
-            time_forward(c0, tokens, 8, lg0, t0, NULL);
-            printf("row-major matrices (SL_PACK=0): t(1) = %.3f ms; t(n)/t(1) for n = 2..8:", t0[1] * 1e3);
+            double tp[SL_KERN_NMAX + 1], t0[SL_KERN_NMAX + 1], *tt[2] = {tp, t0};
+            sl_model_ctx *cc[2] = {c, c0};
+            time_forward_pair(cc, tokens, 8, logits, tt);
+            printf("in alternation, packed: t(1) = %.3f ms; t(n)/t(1) for n = 2..8:", tp[1] * 1e3);
+            for (size_t n = 2; n <= 8; n++) printf(" %.3f", tp[n] / tp[1]);
+            printf("\n  row-major matrices (SL_PACK=0): t(1) = %.3f ms; t(n)/t(1) for n = 2..8:", t0[1] * 1e3);
             for (size_t n = 2; n <= 8; n++) printf(" %.3f", t0[n] / t0[1]);
-            printf("\npacked / row-major t(n), n = 1..8:");
-            for (size_t n = 1; n <= 8; n++) printf(" %.3f", t[n] / t0[n]);
+            printf("\n  packed / row-major t(n), n = 1..8:");
+            for (size_t n = 1; n <= 8; n++) printf(" %.3f", tp[n] / t0[n]);
             printf("\n");
             free(lg0);
             sl_model_ctx_free(c0);
             sl_model_close(m0);
         }
         sl_model_set_packing(was);
+    }
+    if (sl_kern_current() == SL_KERN_WIDE) {
+        const double loaded = fma_loaded_peak(), mm5_ceiling = floor5 * peak / loaded;
+        printf("multiply-adds that load an input from L1 (20 chains, 2 rows x 5 tokens): %.1f GFLOP/s (%.0f%% of the FMA"
+               " peak); the matmuls of t(5) at that rate: %.3f ms; least t(5)/t(1) then: (%.3f + %.3f) / %.3f = %.3f\n",
+               loaded / 1e9, 100.0 * loaded / peak, mm5_ceiling * 1e3, mm5_ceiling * 1e3, rest5 * 1e3, t[1] * 1e3,
+               (mm5_ceiling + rest5) / t[1]);
     }
     const int met = t[5] / t[1] <= 1.3;
     printf("TARGET engine.family_target.%s.t5_over_t1.t%d value=%.4f target=<=1.3 unit=x %s\n", label, (int)threads,
