@@ -237,16 +237,24 @@ static void release_mapped(const sl_st_file *st, const void *p, size_t bytes)
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
-/* The matrices the engine multiplies by (all but pos_emb) in the kernel's packed layout, in one
- * allocation (m->packed), each 64-byte aligned; those whose rows are not a multiple of 32 elements
- * stay row-major. */
+/* Whether tensor t (of spec s) is packed: the 16-bit matrices the engine multiplies by (all but
+ * pos_emb) whose rows are a multiple of 32 elements. f32 matrices stay row-major: packed, the
+ * GPT-2-124M shape's t(1) was 2.5-4% and t(4), t(5) 17-27% slower (ad hoc, alternated; four f32
+ * rows take 32 registers at four tokens), where f16 gained at n = 1..4. */
+static int packs(const sl_model *m, const tspec *s, const sl_st_tensor *t)
+{
+    return s->kind == K_MATRIX && s->wslot != &m->pos_emb && t->dtype != SL_DT_F32 &&
+           sl_kern_packable((size_t)t->shape[0], (size_t)t->shape[1]);
+}
+
+/* The matrices packs() picks, in the kernel's packed layout, in one allocation (m->packed), each
+ * 64-byte aligned. */
 static int pack_matrices(sl_model *m, const tspec *specs, size_t n_specs)
 {
     size_t total = 0;
     for (size_t i = 0; i < n_specs; i++) {
         const sl_st_tensor *t = sl_st_find(m->st, specs[i].name);
-        if (specs[i].kind == K_MATRIX && specs[i].wslot != &m->pos_emb &&
-            sl_kern_packable((size_t)t->shape[0], (size_t)t->shape[1]))
+        if (packs(m, &specs[i], t))
             total += (t->nbytes + 63) & ~(size_t)63;
     }
     if (!total) return SL_OK;
@@ -255,9 +263,7 @@ static int pack_matrices(sl_model *m, const tspec *specs, size_t n_specs)
     m->packed = buf;
     for (size_t i = 0; i < n_specs; i++) {
         const sl_st_tensor *t = sl_st_find(m->st, specs[i].name);
-        if (specs[i].kind != K_MATRIX || specs[i].wslot == &m->pos_emb ||
-            !sl_kern_packable((size_t)t->shape[0], (size_t)t->shape[1]))
-            continue;
+        if (!packs(m, &specs[i], t)) continue;
         sl_kern_pack(buf, t->data, t->dtype, (size_t)t->shape[0], (size_t)t->shape[1]);
         release_mapped(m->st, t->data, t->nbytes);
         specs[i].wslot->pk = buf;

@@ -431,7 +431,8 @@ Test(engine, logits_match_pytorch_reference)
 }
 
 /* A model opened with its matrices packed gives the logits of the same model used row-major, bit
- * for bit, in blocks and one token at a time, with the embedding read from the packed copy. */
+ * for bit, in blocks and one token at a time, with the embedding read from the packed copy (the f16
+ * fixtures; f32 ones are opened row-major either way). */
 Test(engine, packed_model_equals_row_major_model)
 {
     for (size_t f = 0; f < 4; f++) {
@@ -443,7 +444,8 @@ Test(engine, packed_model_equals_row_major_model)
             cr_assert_eq(sl_model_set_packing(p), p);
             sl_model *m;
             cr_assert_eq(sl_model_open(fixture(FIXTURES[f], ""), &m), SL_OK, "%s", sl_errmsg());
-            cr_assert_eq(m->layers[0].q.pk != NULL, p, "%s: packing %d", FIXTURES[f], p);
+            const int want = p && strstr(FIXTURES[f], "f16") != NULL; /* f32 matrices stay row-major */
+            cr_assert_eq(m->layers[0].q.pk != NULL, want, "%s: packing %d", FIXTURES[f], p);
             sl_model_ctx *c;
             cr_assert_eq(sl_model_ctx_alloc(m, m->cfg.max_seq_len, &c), SL_OK);
             lg[p] = malloc(n * V * 4);
