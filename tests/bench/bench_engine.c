@@ -645,12 +645,16 @@ int main(void)
     double bw = 0;
     const char *paths[2] = {p32, p16}, *labels[2] = {"f32", "f16"};
     int rc = 0;
-    for (int k = 0; k < 2; k++) {
+    /* BENCH_ENGINE_PARTS=family: one STREAM-like reading, then the shipped target only (what
+     * tests/bench/phase_sweep.sh repeats). */
+    const char *parts = getenv("BENCH_ENGINE_PARTS");
+    const int family_only = parts && !strcmp(parts, "family");
+    for (int k = 0; k < (family_only ? 1 : 2); k++) {
         double b = stream_in_child();
         if (b > bw) bw = b;
         printf("STREAM-like read bandwidth (1 GiB, all threads, best of %d): %.2f GB/s; best so far %.2f GB/s\n", REPS,
                b / 1e9, bw / 1e9);
-        rc |= in_child(bench_model, paths[k], labels[k], bw);
+        if (!family_only) rc |= in_child(bench_model, paths[k], labels[k], bw);
     }
     const char *fam = getenv("BENCH_FAMILY_TARGET") ? getenv("BENCH_FAMILY_TARGET") : "models/family/target.safetensors";
     if (!stat(fam, &st))
