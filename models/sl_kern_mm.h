@@ -275,8 +275,6 @@ static inline __attribute__((always_inline)) void pass(float *y, const float *x,
     case TT:                                                                                                      \
         if (SL_KERN_HAS_R(TT, 4) && R == 4)                                                                      \
             SL_KERN_BLOCK(y, x, row, dt, bias, in, out, o, t0, TT, 4, add, sp);                                  \
-        else if (SL_KERN_HAS_R(TT, 2) && R == 2)                                                                 \
-            SL_KERN_BLOCK(y, x, row, dt, bias, in, out, o, t0, TT, 2, add, sp);                                  \
         else                                                                                                      \
             SL_KERN_BLOCK(y, x, row, dt, bias, in, out, o, t0, TT, 1, add, sp);                                  \
         break;
@@ -329,7 +327,7 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
         if ((size_t)T * in * sizeof(float) <= SL_KERN_WHOLE_BYTES || k32 <= SL_KERN_CHUNK) {
             for (size_t r = o, g; r < end; r += g) {
                 g = end - r >= R ? R : 1;
-                const span sp = {0, k32, carry[r - o], W + ahead * stride + (r - o) * rs, rs, bs};
+                const span sp = {0, k32, NULL, W + ahead * stride + (r - o) * rs, rs, bs};
                 pass(mm[i].y, x, W + (r - o) * rs, dt, mm[i].bias, in, out, r, t, T, (int)g, mm[i].add, sp);
             }
             continue;

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "sl_dist.h"
+#include "sl_kern.h"
 #include "sl_spec.h"
 #include "sl_st.h"
 
@@ -87,6 +88,10 @@ typedef struct {
  * as each matrix is packed), so the resident size stays about the weights'. Returns the setting
  * now in effect (0 or 1). Call it before opening, not concurrently with an open. */
 int sl_model_set_packing(int on);
+
+/* One matrix of a kernel call (sl_kern_matmul_multi): y (n, out) = x W^T + bias (+ y when add),
+ * reading W's packed copy when the model has one. */
+sl_kern_mm sl_model_mm(float *y, const sl_model_w *W, const float *bias, size_t out, int add);
 
 /* Opens a model file of any format (models/sl_import.h: speclab, hf-gpt2, llama2c, gguf). */
 int sl_model_open(const char *path, sl_model **out);

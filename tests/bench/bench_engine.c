@@ -112,47 +112,42 @@ static size_t weight_bytes_per_token(const sl_model *m)
     return b;
 }
 
-/* Best-of-REPS time of scoring n tokens at position PREFILL, for n = 1..nmax into t[1..nmax]. The
- * repetitions go round all n in turn, so that each n meets the same quiet and busy spells of a
- * shared machine (measuring n = 1 nine times, then n = 2, ... skews the ratios t(n)/t(1)).
- * With t_avx2 (on a CPU with AVX-512), each forward pass is followed by the same pass with the
- * AVX2 build of the matmul (sl_kern_select), times into t_avx2[1..nmax]: the two builds side by
- * side in the same moments. */
+/* One thing timed side by side with others: a context (a model and its layout) and a build of the
+ * matmul. */
+typedef struct {
+    sl_model_ctx *c;
+    sl_kern_isa isa;
+    double *t; /* t[1..nmax]: best-of-REPS seconds of scoring n tokens */
+} variant;
+
+/* Best-of-REPS time of scoring n tokens at position PREFILL, for n = 1..nmax, for each of k
+ * variants. The repetitions go round all n in turn, and each forward pass is followed by the same
+ * pass of the next variant, so that every n and variant meets the same quiet and busy spells of a
+ * shared machine (measuring n = 1 nine times, then n = 2, ... skews the ratios t(n)/t(1)). */
+static void time_variants(variant *var, int k, const int32_t *tokens, size_t nmax, float *logits)
+{
+    double v[2][SL_KERN_NMAX + 1][REPS];
+    for (int r = 0; r < REPS; r++)
+        for (size_t n = 1; n <= nmax; n++)
+            for (int b = 0; b < k; b++) {
+                if (k > 1) sl_kern_select(var[b].isa);
+                double t0 = sl_now_s();
+                sl_model_forward(var[b].c, tokens, n, logits);
+                v[b][n][r] = sl_now_s() - t0;
+                sl_model_truncate(var[b].c, PREFILL);
+            }
+    sl_kern_select(SL_KERN_AUTO);
+    for (int b = 0; b < k; b++)
+        for (size_t n = 1; n <= nmax; n++) var[b].t[n] = best_of(v[b][n], REPS);
+}
+
+/* t[1..nmax] for context c; with t_avx2 (on a CPU with AVX-512) the same passes with the AVX2
+ * build of the matmul (sl_kern_select) in alternation, into t_avx2[1..nmax]. */
 static void time_forward(sl_model_ctx *c, const int32_t *tokens, size_t nmax, float *logits, double *t,
                          double *t_avx2)
 {
-    double v[2][SL_KERN_NMAX + 1][REPS];
-    const int builds = t_avx2 ? 2 : 1;
-    for (int r = 0; r < REPS; r++)
-        for (size_t n = 1; n <= nmax; n++)
-            for (int b = 0; b < builds; b++) {
-                if (builds == 2) sl_kern_select(b ? SL_KERN_AVX2 : SL_KERN_AUTO);
-                double t0 = sl_now_s();
-                sl_model_forward(c, tokens, n, logits);
-                v[b][n][r] = sl_now_s() - t0;
-                sl_model_truncate(c, PREFILL);
-            }
-    sl_kern_select(SL_KERN_AUTO);
-    for (size_t n = 1; n <= nmax; n++) t[n] = best_of(v[0][n], REPS);
-    if (t_avx2)
-        for (size_t n = 1; n <= nmax; n++) t_avx2[n] = best_of(v[1][n], REPS);
-}
-
-/* time_forward for two contexts (two layouts of one model) taken in alternation, call by call, so
- * that both see the same moments of a shared machine: t[k][n] for context k. */
-static void time_forward_pair(sl_model_ctx *c[2], const int32_t *tokens, size_t nmax, float *logits, double *t[2])
-{
-    double v[2][SL_KERN_NMAX + 1][REPS];
-    for (int r = 0; r < REPS; r++)
-        for (size_t n = 1; n <= nmax; n++)
-            for (int k = 0; k < 2; k++) {
-                const double t0 = sl_now_s();
-                sl_model_forward(c[k], tokens, n, logits);
-                v[k][n][r] = sl_now_s() - t0;
-                sl_model_truncate(c[k], PREFILL);
-            }
-    for (int k = 0; k < 2; k++)
-        for (size_t n = 1; n <= nmax; n++) t[k][n] = best_of(v[k][n], REPS);
+    variant var[2] = {{c, SL_KERN_AUTO, t}, {c, SL_KERN_AVX2, t_avx2}};
+    time_variants(var, t_avx2 ? 2 : 1, tokens, nmax, logits);
 }
 
 /* The roofline and the decode measured in alternation: IREPS pairs of (one STREAM-like pass over a
@@ -501,7 +496,7 @@ static double stream_in_child(void)
 /* y = x W^T with W in the layout the model keeps it in (packed or row-major), as the engine runs it. */
 static void matmul_w(float *y, const float *x, const sl_model_w *W, size_t n, size_t in, size_t out)
 {
-    const sl_kern_mm mm = {y, W->pk ? W->pk : W->w, W->dt, NULL, out, 0, W->pk != NULL};
+    const sl_kern_mm mm = sl_model_mm(y, W, NULL, out, 0);
     sl_kern_matmul_multi(&mm, 1, x, n, in);
 }
 
@@ -581,9 +576,9 @@ static int bench_family(const char *path, const char *label, double threads)
         sl_model_ctx *c0;
         float *lg0;
         if (open_warm(path, &m0, &c0, &lg0, tokens) == 0) {
-            double tp[SL_KERN_NMAX + 1], t0[SL_KERN_NMAX + 1], *tt[2] = {tp, t0};
-            sl_model_ctx *cc[2] = {c, c0};
-            time_forward_pair(cc, tokens, 8, logits, tt);
+            double tp[SL_KERN_NMAX + 1], t0[SL_KERN_NMAX + 1];
+            variant var[2] = {{c, SL_KERN_AUTO, tp}, {c0, SL_KERN_AUTO, t0}};
+            time_variants(var, 2, tokens, 8, logits);
             printf("in alternation, packed: t(1) = %.3f ms; t(n)/t(1) for n = 2..8:", tp[1] * 1e3);
             for (size_t n = 2; n <= 8; n++) printf(" %.3f", tp[n] / tp[1]);
             printf("\n  row-major matrices (SL_PACK=0): t(1) = %.3f ms; t(n)/t(1) for n = 2..8:", t0[1] * 1e3);
