@@ -10,6 +10,7 @@ set -u
 cd "$(dirname "$0")/../.."
 OUT=${1:-analysis/phase_sweep.csv}
 ROUNDS=${2:-12}
+case "$ROUNDS" in ""|*[!0-9]*|0) echo "phase_sweep: ROUNDS must be a positive integer, not '$ROUNDS'" >&2; exit 2 ;; esac
 B=${BUILD:-build}
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 echo "round,utc,stream_gbs,t1_ms_1thr,t5_over_t1_1thr,t1_ms_2thr,t5_over_t1_2thr,lookup_gamma_1thr,lookup_speedup_1thr,lookup_ci_lo_1thr,lookup_ci_hi_1thr,lookup_gamma_2thr,lookup_speedup_2thr,lookup_ci_lo_2thr,lookup_ci_hi_2thr" > "$T/out.csv"
