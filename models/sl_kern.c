@@ -38,35 +38,69 @@ void sl_kern_from_f32(void *dst, const float *src, sl_dtype dt, size_t n)
 
 int sl_kern_packable(size_t out, size_t in) { return out > 0 && in > 0 && in % 32 == 0; }
 
+size_t sl_kern_packed_bytes(sl_dtype dt, size_t out, size_t in)
+{
+    return (out + 31) / 32 * 32 * in * sl_dtype_size(dt);
+}
+
+/* Element (r, k) of a packed matrix whose group starts at base (see sl_kern.h). */
+static size_t packed_at(size_t r, size_t k, size_t in)
+{
+    const size_t j = k % 32, slot = 4 * (j % 8) + j / 8; /* the inverse of SL_KERN_COL_LANE */
+    return (r / 32) * 32 * in + (slot * (in / 32) + k / 32) * 32 + r % 32;
+}
+
 void sl_kern_pack(void *dst, const void *src, sl_dtype dt, size_t out, size_t in)
 {
-    const size_t esz = sl_dtype_size(dt), blk = 32 * esz, stride = in * esz;
-    for (size_t o = 0; o < out; o += 4) {
-        const size_t rows = out - o < 4 ? out - o : 4;
-        const unsigned char *s = (const unsigned char *)src + o * stride;
-        unsigned char *d = (unsigned char *)dst + o * stride;
-        for (size_t b = 0; b < in / 32; b++)
-            for (size_t r = 0; r < rows; r++) memcpy(d + (b * rows + r) * blk, s + r * stride + b * blk, blk);
-    }
+    const size_t es = sl_dtype_size(dt);
+    memset(dst, 0, sl_kern_packed_bytes(dt, out, in));
+    for (size_t r = 0; r < out; r++)
+        for (size_t k = 0; k < in; k++)
+            memcpy((unsigned char *)dst + packed_at(r, k, in) * es, (const unsigned char *)src + (r * in + k) * es, es);
 }
 
 void sl_kern_row_to_f32(float *dst, const void *W, int packed, sl_dtype dt, size_t out, size_t in, size_t r)
 {
-    const size_t esz = sl_dtype_size(dt), stride = in * esz;
+    const size_t es = sl_dtype_size(dt);
     const unsigned char *w = W;
+    (void)out;
     if (!packed) {
-        sl_kern_to_f32(dst, w + r * stride, dt, in);
+        sl_kern_to_f32(dst, w + r * in * es, dt, in);
         return;
     }
-    const size_t o = r & ~(size_t)3, rows = out - o < 4 ? out - o : 4;
-    for (size_t b = 0; b < in / 32; b++)
-        sl_kern_to_f32(dst + 32 * b, w + o * stride + (b * rows + (r - o)) * 32 * esz, dt, 32);
+    const size_t nb = in / 32;
+    const unsigned char *g = w + packed_at(r, 0, in) * es; /* the row's first element */
+    for (size_t jj = 0; jj < 32; jj++)
+        for (size_t b = 0; b < nb; b++)
+            sl_kern_to_f32(dst + 32 * b + SL_KERN_COL_LANE(jj), g + (jj * nb + b) * 32 * es, dt, 1);
+}
+
+/* This thread's buffer for the transposed inputs of passes over packed weights, grown as needed
+ * and kept for the thread's life; NULL if it cannot grow (the kernel then reads x in place). */
+float *sl_kern_xt_buffer(size_t floats)
+{
+    static _Thread_local float *buf;
+    static _Thread_local size_t cap;
+    if (floats > cap) {
+        float *b = aligned_alloc(64, (floats * sizeof(float) + 63) & ~(size_t)63);
+        if (!b) return NULL;
+        free(buf);
+        buf = b, cap = floats;
+    }
+    return buf;
+}
+
+void sl_kern_xt_fill(float *xT, const float *x, size_t n, size_t in)
+{
+    const size_t nb = in / 32;
+    for (size_t jj = 0; jj < 32; jj++)
+        for (size_t b = 0; b < nb; b++)
+            for (size_t t = 0; t < n; t++) *xT++ = x[t * in + 32 * b + SL_KERN_COL_LANE(jj)];
 }
 
 #define SL_KERN_BLOCK block8
 #define SL_KERN_TMAX 3
 #define SL_KERN_ROWS(T) 1  /* rows per pass of T tokens, row-major weights (see sl_kern_mm.h) */
-#define SL_KERN_PROWS(T) 1 /* the same, packed weights */
 #define SL_KERN_NAME(f) f##_avx2
 #include "sl_kern_mm.h"
 

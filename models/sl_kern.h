@@ -47,20 +47,28 @@ typedef struct {
     size_t out;
     int add;           /* 0: y = x W^T + b; 1: y += (x W^T + b), a residual connection in the epilogue
                           (the same bits as computing the product and adding it afterwards) */
-    int packed;        /* 0: w row-major; 1: w in sl_kern_pack's layout (same bits, faster) */
+    int packed;        /* 0: w row-major; 1: w in sl_kern_pack's layout (same bits, faster from 2 tokens) */
 } sl_kern_mm;
 
-/* The packed layout of a weight matrix (out, in), in % 32 == 0: the rows in units of four (the
- * last unit has out % 4 rows if that is not 0), each unit its rows' bytes in the same place as
- * row-major, but interleaved by blocks of 32 elements: block b of the unit's row r at
- * (b * rows + r) * 32 elements from the unit's start. A pass over a unit then reads one
- * sequential stream however many of its rows it takes at a time, so that passes of 1 to 4 tokens
- * take four rows at a time (each input vector loaded feeds four rows) at any row length. Each
- * output gets the same multiply-adds in the same order as from row-major weights: the same bits
- * (tests/test_engine.c compares them). Measured in tests/bench/bench_engine.c (t(n)/t(1) of the
- * shipped target, both layouts side by side). */
+/* The packed layout of a weight matrix (out, in), in % 32 == 0 (sl_kern_pack): column-major by
+ * groups of 32 rows, so that a pass holds 32 rows' outputs in two 16-lane registers (four 8-lane
+ * ones with AVX2) and multiplies each converted weight vector by a broadcast input, with no
+ * horizontal sums. The kernel sums every output over lane j = k % 32 of its blocks apart (the
+ * 32 partial sums of the row-major order, see sl_kern_mm.h), so a group stores, for each of the
+ * 32 lanes in turn (slot jj holds lane SL_KERN_COL_LANE(jj)) and each 32-element block b, the 32
+ * rows' weights at element 32 b + lane: element (r, k) of group g = r / 32 lies at
+ * g * 32 * in + ((slot(k % 32) * (in / 32) + k / 32) * 32 + r % 32) elements. A group is one
+ * sequential stream, read in the order the sums need it. Rows past out (the last group) are zero.
+ * The lanes' order, l + 8 q for slot 4 l + q, lets the kernel add up each lane's four partial sums
+ * as they finish, in the fixed order of the horizontal sum. Each output gets the same
+ * multiply-adds in the same order as from row-major weights: the same bits (tests/test_engine.c
+ * compares them). Measured in tests/bench/bench_engine.c (t(n)/t(1) of the shipped target, both
+ * layouts side by side). */
+#define SL_KERN_COL_LANE(jj) (8 * ((jj) & 3) + ((jj) >> 2))
 int sl_kern_packable(size_t out, size_t in); /* 1 if in % 32 == 0 and out > 0 */
-/* Writes W (out, in) of dtype dt, row-major at src, in the packed layout at dst (the same bytes). */
+size_t sl_kern_packed_bytes(sl_dtype dt, size_t out, size_t in); /* out rounded up to 32 rows */
+/* Writes W (out, in) of dtype dt, row-major at src, in the packed layout at dst
+ * (sl_kern_packed_bytes). */
 void sl_kern_pack(void *dst, const void *src, sl_dtype dt, size_t out, size_t in);
 /* Row r of a matrix (out, in) in either layout, converted to float32. */
 void sl_kern_row_to_f32(float *dst, const void *W, int packed, sl_dtype dt, size_t out, size_t in, size_t r);

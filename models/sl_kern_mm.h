@@ -8,12 +8,15 @@
  *  - block16 (AVX-512): the same four 8-lane accumulators held as two 16-lane ones (a0|a1, a2|a3),
  *    so one 512-bit load and multiply-add do the work of two 256-bit ones, and 32 registers hold
  *    the accumulators of 8 tokens: verification of up to 8 tokens reads each row in one pass;
- *    passes of 2 to 4 tokens take four rows at a time, sharing each input load among them.
+ *    passes of 2 to 4 tokens take four rows at a time, sharing each input load among them;
+ *  - colpass (both builds, packed weights, sl_kern_pack): 32 rows' outputs held across the
+ *    register lanes, each converted weight vector multiplied by a broadcast input; the partial
+ *    sums of the row-major order are kept apart by lane of the 32-element block and added up in
+ *    finish()'s order, so the bits are the same again, with no horizontal sum per output.
  * Before including the template part, define SL_KERN_BLOCK (block8 or block16), SL_KERN_TMAX
  * (its tokens per pass), SL_KERN_ROWS(T) (rows per pass of T tokens: 1, or a size that divides
- * the unit of four), SL_KERN_PROWS(T) (the same for packed weights, sl_kern_pack) and
- * SL_KERN_NAME(f) (appends the build's suffix). Internal to the
- * kernel; nothing else includes it.
+ * the unit of four) and SL_KERN_NAME(f) (appends the build's suffix). Internal to the kernel;
+ * nothing else includes it.
  */
 #include <immintrin.h>
 #include <omp.h>
@@ -85,8 +88,7 @@ static inline __attribute__((always_inline)) void prefetch_ahead(const unsigned 
  * finishes the outputs; otherwise the accumulators are carried in carry (row r at carry + r *
  * SL_KERN_TMAX * 32, then (T, 32) floats, 64-byte aligned) to the next call on the rows, with calls
  * for other rows in between (see unit()). The layout: the 32-element block b of the call's row r
- * is at row + r * rs + b * bs (row-major: rs = the row's bytes, bs = 32 elements; packed, see
- * sl_kern_pack: rs = 32 elements, bs = the unit's rows times 32 elements). pf is the address
+ * is at row + r * rs + b * bs (rs = the row's bytes, bs = 32 elements' bytes). pf is the address
  * prefetched for the first row's block at k0, with the same steps. */
 typedef struct {
     size_t k0, k1;
@@ -198,14 +200,9 @@ static inline __attribute__((always_inline)) __m512 load16(const unsigned char *
  * stays one row (four interleaved rows made the shipped target's t(1) ~8% slower from memory),
  * and so do passes of 5..8 tokens: on the Xeon, whose f16 conversion competes with its
  * multiply-adds, one pass of 5 tokens over a row beat 3 + 2 tokens over four rows (32.4 vs 38.4 us).
- * Packed weights (sl_kern_pack) make a unit one stream, so passes of 1 to 4 tokens take its four
- * rows at any row length, and passes of 5..8 one row at a time. Ad hoc, the shipped target's whole
- * forward pass at position 64, packed / row-major t(n), best of 15 alternated, 2-core Zen 5 VM:
- * n = 2, 3, 4: 0.87-0.90, 0.96-0.99, 0.97 (one thread), 0.86-0.91, 0.89-0.92, 0.96-0.98 (two);
- * n = 1 0.97-1.03; n = 5 0.95-0.96 (one), 1.04-1.06 (two). Tried for n = 5, 6: four packed rows
- * in two passes over the span, one per 16-lane half of each block (20 or 24 accumulators): 17%
- * faster in L2, but from memory 0.98 (one thread), 1.09 (two); one packed row at a time at n = 1:
- * 1.4x slower (a stream with gaps). */
+ * Models keep their 16-bit matrices packed (colpass below), which is what the engine runs on
+ * AVX-512 CPUs; these row-major passes serve f32 weights, rows not a multiple of 32 elements and
+ * SL_PACK=0. */
 static inline __attribute__((always_inline)) void block16(float *y, const float *x, const unsigned char *row,
                                                            sl_dtype dt, const float *bias, size_t in, size_t out,
                                                            size_t o, size_t t0, int T, int R, int add, span sp)
@@ -258,6 +255,12 @@ static inline __attribute__((always_inline)) void block16(float *y, const float 
 }
 #endif
 
+/* In sl_kern.c: this thread's buffer for the transposed inputs (NULL if it cannot have one), and
+ * the transposition: xT[(jj * (in / 32) + b) * n + t] = x[t * in + 32 b + SL_KERN_COL_LANE(jj)],
+ * the order in which the passes over packed weights broadcast them. */
+float *sl_kern_xt_buffer(size_t floats);
+void sl_kern_xt_fill(float *xT, const float *x, size_t n, size_t in);
+
 void sl_kern_mm_run_avx2(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in, size_t quad_max);
 void sl_kern_mm_run_wide(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in, size_t quad_max);
 
@@ -266,7 +269,7 @@ void sl_kern_mm_run_wide(const sl_kern_mm *mm, size_t count, const float *x, siz
 /* One pass of T tokens (from t0) over one span of rows o .. o + R - 1, R = 1, SL_KERN_ROWS(T) or
  * SL_KERN_PROWS(T): T and R literals in each case, so that each pass shape gets its own unrolled
  * code. */
-#define SL_KERN_HAS_R(TT, RR) (SL_KERN_ROWS(TT) == (RR) || SL_KERN_PROWS(TT) == (RR))
+#define SL_KERN_HAS_R(TT, RR) (SL_KERN_ROWS(TT) == (RR))
 static inline __attribute__((always_inline)) void pass(float *y, const float *x, const unsigned char *row,
                                                        sl_dtype dt, const float *bias, size_t in, size_t out,
                                                        size_t o, size_t t0, int T, int R, int add, span sp)
@@ -294,6 +297,138 @@ static inline __attribute__((always_inline)) void pass(float *y, const float *x,
 #undef SL_KERN_CASE
 }
 
+/* ---- Passes over packed weights (sl_kern_pack: groups of 32 rows, column-major by lane) ---- */
+#ifdef __AVX512F__
+typedef __m512 cvec;
+#define CV_W 16 /* lanes: rows per vector */
+#define CV_LOADW(p, dt) load16((p), 0, (dt))
+#define CV_SET1 _mm512_set1_ps
+#define CV_ZERO _mm512_setzero_ps
+#define CV_FMA _mm512_fmadd_ps
+#define CV_ADD _mm512_add_ps
+#define CV_LOAD _mm512_load_ps
+#define CV_STORE _mm512_store_ps
+#define CV_LOADU _mm512_loadu_ps
+#define CV_STOREU _mm512_storeu_ps
+#define COL_TMAX 8 /* tokens per pass: 2 T accumulators, 2 weight vectors, a broadcast */
+#else
+typedef __m256 cvec;
+#define CV_W 8
+#define CV_LOADW(p, dt) load8((p), 0, (dt))
+#define CV_SET1 _mm256_set1_ps
+#define CV_ZERO _mm256_setzero_ps
+#define CV_FMA _mm256_fmadd_ps
+#define CV_ADD _mm256_add_ps
+#define CV_LOAD _mm256_load_ps
+#define CV_STORE _mm256_store_ps
+#define CV_LOADU _mm256_loadu_ps
+#define CV_STOREU _mm256_storeu_ps
+#define COL_TMAX 4
+#endif
+#define COL_ROWS (2 * CV_W) /* rows per pass: two vectors (the whole group of 32 with AVX-512) */
+
+/* One pass of T tokens (from t0) over COL_ROWS rows o .. of a packed group, whose weights start at
+ * w (the group's start plus the rows' offset in it). Input element (slot jj, block b, token t) is
+ * at xs + jj * sj + b * sb + t * st, or with sj = 0 at xs + SL_KERN_COL_LANE(jj) + b * sb + t * st
+ * (x read in place). For each slot, the rows' partial sums over the blocks, in order (as the
+ * row-major passes sum lane j); each lane's four sums are added up as they come in the order of
+ * finish() ((a0 + a1) + (a2 + a3)); then the fixed horizontal sum ((l0 + l4) + (l2 + l6)) +
+ * ((l1 + l5) + (l3 + l7)), the bias and the residual, lane by lane: the bits of finish(). */
+static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, const float *xs, size_t sj, size_t sb,
+                                                           size_t st, const unsigned char *w, sl_dtype dt,
+                                                           size_t in, size_t o, size_t t0, int T)
+{
+    const size_t nb = in / 32, es = dt == SL_DT_F32 ? 4 : 2, step = 32 * es;
+    cvec acc[2][COL_TMAX];                                        /* (vector, token) */
+    float part[9][2][COL_TMAX][CV_W] __attribute__((aligned(64))); /* lanes l = 0..7, then a scratch */
+    for (int jj = 0; jj < 32; jj++) {
+#pragma GCC unroll 2
+        for (int v = 0; v < 2; v++)
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++) acc[v][t] = CV_ZERO();
+        const unsigned char *wj = w + (size_t)jj * nb * step;
+        const float *xj = xs + (sj ? (size_t)jj * sj : (size_t)SL_KERN_COL_LANE(jj));
+        for (size_t b = 0; b < nb; b++) {
+            prefetch_ahead(wj + b * step + SL_KERN_PREFETCH, dt);
+            const cvec w0 = CV_LOADW(wj + b * step, dt), w1 = CV_LOADW(wj + b * step + CV_W * es, dt);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const cvec xb = CV_SET1(xj[b * sb + (size_t)t * st]);
+                acc[0][t] = CV_FMA(w0, xb, acc[0][t]);
+                acc[1][t] = CV_FMA(w1, xb, acc[1][t]);
+            }
+        }
+        const int q = jj & 3, l = jj >> 2; /* the slot holds lane l + 8 q */
+#pragma GCC unroll 2
+        for (int v = 0; v < 2; v++)
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                float *pl = part[l][v][t], *sc = part[8][v][t];
+                if (q == 0) CV_STORE(pl, acc[v][t]);
+                else if (q == 1) CV_STORE(pl, CV_ADD(CV_LOAD(pl), acc[v][t]));
+                else if (q == 2) CV_STORE(sc, acc[v][t]);
+                else CV_STORE(pl, CV_ADD(CV_LOAD(pl), CV_ADD(CV_LOAD(sc), acc[v][t])));
+            }
+    }
+    const size_t out = m->out;
+    for (int v = 0; v < 2; v++)
+        for (int t = 0; t < T; t++) {
+#define SL_KERN_L(l) CV_LOAD(part[l][v][t])
+            cvec s = CV_ADD(CV_ADD(CV_ADD(SL_KERN_L(0), SL_KERN_L(4)), CV_ADD(SL_KERN_L(2), SL_KERN_L(6))),
+                            CV_ADD(CV_ADD(SL_KERN_L(1), SL_KERN_L(5)), CV_ADD(SL_KERN_L(3), SL_KERN_L(7))));
+#undef SL_KERN_L
+            const size_t r0 = o + (size_t)v * CV_W;
+            float *y = m->y + (t0 + (size_t)t) * out + r0;
+            if (r0 + CV_W <= out) {
+                if (m->bias) s = CV_ADD(s, CV_LOADU(m->bias + r0));
+                CV_STOREU(y, m->add ? CV_ADD(CV_LOADU(y), s) : s);
+            } else if (r0 < out) { /* the last group's rows past out are not stored */
+                float f[CV_W];
+                CV_STOREU(f, s);
+                for (size_t i = 0; i < out - r0; i++) {
+                    if (m->bias) f[i] += m->bias[r0 + i];
+                    y[i] = m->add ? y[i] + f[i] : f[i];
+                }
+            }
+        }
+}
+
+/* Group u - first[i] of matrix i: all n tokens in ceil(n / COL_TMAX) passes of balanced size, each
+ * over the group's rows COL_ROWS at a time; x transposed in xT (sl_kern_xt_fill), or read in place
+ * when xT is NULL. */
+static inline __attribute__((always_inline)) void colunit(const sl_kern_mm *mm, const size_t *first, const float *x,
+                                                           const float *xT, size_t n, size_t in, long u, sl_dtype dt)
+{
+    size_t i = 0;
+    while ((size_t)u >= first[i + 1]) i++;
+    const size_t o = ((size_t)u - first[i]) * 32, es = dt == SL_DT_F32 ? 4 : 2;
+    const unsigned char *W = (const unsigned char *)mm[i].w + o * in * es;
+    const size_t passes = (n + COL_TMAX - 1) / COL_TMAX, base = n / passes, extra = n % passes;
+    for (size_t p = 0, t = 0; p < passes; t += base + (p < extra), p++) {
+        const int T = (int)(base + (p < extra));
+        const float *xs = xT ? xT + t : x + t * in;
+        const size_t sj = xT ? (in / 32) * n : 0, sb = xT ? n : 32, st = xT ? 1 : in;
+        for (size_t r = 0; r < 32; r += COL_ROWS) {
+#define SL_KERN_COL_CASE(TT)                                                                                     \
+    case TT: colpass(mm + i, xs, sj, sb, st, W + r * es, dt, in, o + r, t, TT); break;
+            switch (T) {
+                SL_KERN_COL_CASE(1)
+                SL_KERN_COL_CASE(2)
+                SL_KERN_COL_CASE(3)
+                SL_KERN_COL_CASE(4)
+#if COL_TMAX >= 8
+                SL_KERN_COL_CASE(5)
+                SL_KERN_COL_CASE(6)
+                SL_KERN_COL_CASE(7)
+                SL_KERN_COL_CASE(8)
+#endif
+            default: break; /* T <= COL_TMAX by construction */
+            }
+#undef SL_KERN_COL_CASE
+        }
+    }
+}
+
 /* Elements per chunk when a pass's inputs are large: the inputs of 5 tokens over 1024 elements
  * are 20 KiB (8 tokens: 32 KiB), so they stay in L1 while the chunk is applied to every row of a
  * unit (512 measured the same). Passes whose inputs fit in SL_KERN_WHOLE_BYTES read each row whole. */
@@ -315,15 +450,14 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
     while ((size_t)u >= first[i + 1]) i++;
     const size_t o = ((size_t)u - first[i]) * 4, out = mm[i].out, end = o + 4 < out ? o + 4 : out;
     const size_t esz = dt == SL_DT_F32 ? 4 : 2, stride = in * esz, k32 = in & ~(size_t)31;
-    const int packed = mm[i].packed;
-    const size_t rs = packed ? 32 * esz : stride, bs = packed ? (end - o) * 32 * esz : 32 * esz;
-    const unsigned char *W = (const unsigned char *)mm[i].w + o * stride; /* the unit, either layout */
+    const size_t rs = stride, bs = 32 * esz;
+    const unsigned char *W = (const unsigned char *)mm[i].w + o * stride;
     const size_t passes = (n + SL_KERN_TMAX - 1) / SL_KERN_TMAX, base = n / passes, extra = n % passes;
     float carry[4][SL_KERN_TMAX * 32] __attribute__((aligned(64))); /* (row in unit, token, 32 lanes) */
     const size_t ahead = 4 * ((SL_KERN_PREFETCH + 4 * stride - 1) / (4 * stride)); /* rows */
     for (size_t p = 0, t = 0; p < passes; t += base + (p < extra), p++) {
         const int T = (int)(base + (p < extra));
-        const size_t R = packed ? (size_t)SL_KERN_PROWS(T) : stride <= quad_max ? (size_t)SL_KERN_ROWS(T) : 1;
+        const size_t R = stride <= quad_max ? (size_t)SL_KERN_ROWS(T) : 1;
         if ((size_t)T * in * sizeof(float) <= SL_KERN_WHOLE_BYTES || k32 <= SL_KERN_CHUNK) {
             for (size_t r = o, g; r < end; r += g) {
                 g = end - r >= R ? R : 1;
@@ -355,10 +489,17 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
  * with k0 = 0 and k1 = k32 known, compiles without the carry's loads and stores. */
 #define SL_KERN_DEFINE_UNITS(NAME, DT)                                                                          \
     static __attribute__((noinline)) void NAME(const sl_kern_mm *mm, const size_t *first, const float *x,      \
-                                               size_t n, size_t in, long units, size_t quad_max)               \
+                                               size_t n, size_t in, long units, size_t quad_max, int packed)   \
     {                                                                                                           \
+        float *xT = packed && n > 1 ? sl_kern_xt_buffer(n * in) : NULL;                                        \
+        if (xT) sl_kern_xt_fill(xT, x, n, in);                                                                  \
         _Pragma("omp for schedule(static)")                                                                     \
-        for (long u = 0; u < units; u++) unit(mm, first, x, n, in, u, DT, quad_max);                            \
+        for (long u = 0; u < units; u++) {                                                                      \
+            size_t i = 0;                                                                                       \
+            while ((size_t)u >= first[i + 1]) i++;                                                              \
+            if (mm[i].packed) colunit(mm, first, x, xT, n, in, u, DT);                                          \
+            else unit(mm, first, x, n, in, u, DT, quad_max);                                                    \
+        }                                                                                                       \
     }
 SL_KERN_DEFINE_UNITS(units_f32, SL_DT_F32)
 SL_KERN_DEFINE_UNITS(units_f16, SL_DT_F16)
@@ -370,18 +511,20 @@ SL_KERN_DEFINE_UNITS(units_bf16, SL_DT_BF16)
     static void NAME(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in, size_t quad_max)  \
     {                                                                                                           \
         size_t first[SL_KERN_MAX_MULTI + 1], work = 0;                                                          \
+        int packed = 0;                                                                                         \
         first[0] = 0;                                                                                           \
         for (size_t i = 0; i < count; i++) {                                                                    \
-            first[i + 1] = first[i] + (mm[i].out + 3) / 4;                                                      \
+            first[i + 1] = first[i] + (mm[i].packed ? (mm[i].out + 31) / 32 : (mm[i].out + 3) / 4);            \
             work += mm[i].out * in;                                                                             \
+            packed |= mm[i].packed;                                                                             \
         }                                                                                                       \
         const long units = (long)first[count];                                                                 \
         const int par = work >= (1u << 20); /* below ~0.2 ms: not worth waking threads */                    \
         if (omp_in_parallel()) {                                                                                \
-            UNITS(mm, first, x, n, in, units, quad_max);                                                        \
+            UNITS(mm, first, x, n, in, units, quad_max, packed);                                                \
         } else {                                                                                                \
             _Pragma("omp parallel if (par)")                                                                    \
-            UNITS(mm, first, x, n, in, units, quad_max);                                                        \
+            UNITS(mm, first, x, n, in, units, quad_max, packed);                                                \
         }                                                                                                       \
     }
 SL_KERN_DEFINE_MATMUL(matmul_f32, units_f32)

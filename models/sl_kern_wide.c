@@ -8,6 +8,5 @@
 #define SL_KERN_TMAX 8
 /* Rows per pass of T tokens (see block16). */
 #define SL_KERN_ROWS(T) ((T) >= 2 && (T) <= 4 ? 4 : 1)
-#define SL_KERN_PROWS(T) ((T) <= 4 ? 4 : 1)
 #define SL_KERN_NAME(f) f##_wide
 #include "sl_kern_mm.h"

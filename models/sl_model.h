@@ -79,11 +79,12 @@ typedef struct {
     const void *gpu_api;     /* the backend holding them (const sl_infer_gpu_api *) */
 } sl_model;
 
-/* Whether models opened from now on keep their f16 and bf16 matrices in the kernel's packed layout
- * (sl_kern_pack in models/sl_kern.h; f32 ones stay row-major): 1 yes, 0 no (row-major, used in
- * place from the mapping), -1 the default:
- * yes where the AVX-512 build of the matmul runs (its passes of 1 to 4 tokens read four packed rows
- * as one stream), unless the environment sets SL_PACK=0. The logits are the same bits either way
+/* Whether models opened from now on keep their matrices in the kernel's packed layout
+ * (sl_kern_pack in models/sl_kern.h: groups of 32 rows, column-major by lane; rows a multiple of
+ * 32 elements): 1 yes, 0 no (row-major, used in place from the mapping), -1 the default: yes
+ * where the AVX-512 build of the matmul runs (with AVX2, passes over packed weights were slower at
+ * 1 to 3 tokens: t(1) 1.06-1.28x row-major on the shipped target, ad hoc), unless the environment
+ * sets SL_PACK=0. The logits are the same bits either way
  * (tests/test_engine.c); the packed copy replaces the mapping's pages in memory (they are released
  * as each matrix is packed), so the resident size stays about the weights'. Returns the setting
  * now in effect (0 or 1). Call it before opening, not concurrently with an open. */

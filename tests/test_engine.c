@@ -114,14 +114,14 @@ Test(engine, kernel_matches_naive_all_dtypes_and_shapes)
 Test(engine, kernel_packed_layout_gives_the_same_bits)
 {
     gsl_rng *r = sl_rng_alloc(6, SL_STREAM_DATA, 0);
-    const size_t ins[] = {32, 64, 512, 2080}, outs[] = {1, 3, 4, 5, 17, 66};
+    const size_t ins[] = {32, 64, 512, 2080}, outs[] = {1, 3, 4, 5, 17, 32, 66, 100};
     for (int dt = 0; dt < 3; dt++)
         for (size_t a = 0; a < sizeof ins / sizeof *ins; a++)
             for (size_t b = 0; b < sizeof outs / sizeof *outs; b++) {
                 const size_t in = ins[a], out = outs[b], es = sl_dtype_size((sl_dtype)dt);
                 cr_assert(sl_kern_packable(out, in));
                 float *x = malloc(SL_KERN_NMAX * in * 4), *w32 = malloc(out * in * 4), *bias = malloc(out * 4);
-                void *w = malloc(out * in * es), *wp = malloc(out * in * es);
+                void *w = malloc(out * in * es), *wp = malloc(sl_kern_packed_bytes((sl_dtype)dt, out, in));
                 float *y = malloc(SL_KERN_NMAX * out * 4), *y2 = malloc(SL_KERN_NMAX * out * 4);
                 float *r1 = malloc(in * 4), *r2 = malloc(in * 4);
                 for (size_t i = 0; i < SL_KERN_NMAX * in; i++) x[i] = frand(r);
@@ -431,8 +431,8 @@ Test(engine, logits_match_pytorch_reference)
 }
 
 /* A model opened with its matrices packed gives the logits of the same model used row-major, bit
- * for bit, in blocks and one token at a time, with the embedding read from the packed copy (the f16
- * fixtures; f32 ones are opened row-major either way). */
+ * for bit, in blocks and one token at a time, with the embedding read from the packed copy (f16 and
+ * f32 fixtures). */
 Test(engine, packed_model_equals_row_major_model)
 {
     for (size_t f = 0; f < 4; f++) {
@@ -444,8 +444,7 @@ Test(engine, packed_model_equals_row_major_model)
             cr_assert_eq(sl_model_set_packing(p), p);
             sl_model *m;
             cr_assert_eq(sl_model_open(fixture(FIXTURES[f], ""), &m), SL_OK, "%s", sl_errmsg());
-            const int want = p && strstr(FIXTURES[f], "f16") != NULL; /* f32 matrices stay row-major */
-            cr_assert_eq(m->layers[0].q.pk != NULL, want, "%s: packing %d", FIXTURES[f], p);
+            cr_assert_eq(m->layers[0].q.pk != NULL, p, "%s: packing %d", FIXTURES[f], p);
             sl_model_ctx *c;
             cr_assert_eq(sl_model_ctx_alloc(m, m->cfg.max_seq_len, &c), SL_OK);
             lg[p] = malloc(n * V * 4);

@@ -123,13 +123,18 @@ typedef struct {
 /* Best-of-REPS time of scoring n tokens at position PREFILL, for n = 1..nmax, for each of k
  * variants. The repetitions go round all n in turn, and each forward pass is followed by the same
  * pass of the next variant, so that every n and variant meets the same quiet and busy spells of a
- * shared machine (measuring n = 1 nine times, then n = 2, ... skews the ratios t(n)/t(1)). */
+ * shared machine (measuring n = 1 nine times, then n = 2, ... skews the ratios t(n)/t(1)). The
+ * variants' order alternates (A B, B A, ...), so that each comes as often after the other's pass
+ * as after a pass of its own: with the other order fixed, what the last pass left in L3 (32 MB on
+ * the Zen 5 VM, the shipped target's weights 55 MB) made the packed target's t(1) look 6-9%
+ * slower than row-major, where the two alternated alone were within 2%. */
 static void time_variants(variant *var, int k, const int32_t *tokens, size_t nmax, float *logits)
 {
     double v[2][SL_KERN_NMAX + 1][REPS];
     for (int r = 0; r < REPS; r++)
         for (size_t n = 1; n <= nmax; n++)
-            for (int b = 0; b < k; b++) {
+            for (int i = 0; i < k; i++) {
+                const int b = (r + (int)n) % 2 ? k - 1 - i : i;
                 if (k > 1) sl_kern_select(var[b].isa);
                 double t0 = sl_now_s();
                 sl_model_forward(var[b].c, tokens, n, logits);
