@@ -5,6 +5,7 @@
 #include "sl_kern.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,6 +316,76 @@ static inline void store_tail(float *p, __m256 v, size_t n)
     float buf[8];
     _mm256_storeu_ps(buf, v);
     memcpy(p, buf, n * sizeof(float));
+}
+
+/* sl_kern_expf's data: 2^(i/32) as the bits of a double, less i << 47 (so that adding k << 47 for
+ * k = 32 q + i gives 2^(k/32)); 32/ln 2; the rounding shift; the cubic's coefficients scaled by
+ * 1/32, 1/32^2, 1/32^3 (Arm's optimized-routines, as in glibc since 2.28). */
+static const uint64_t exp_tab[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+#define EXP_INVLN2N (0x1.71547652b82fep+0 * 32)
+#define EXP_SHIFT 0x1.8p+52
+#define EXP_C0 (0x1.c6af84b912394p-5 / 32 / 32 / 32)
+#define EXP_C1 (0x1.ebfce50fac4f3p-3 / 32 / 32)
+#define EXP_C2 (0x1.62e42ff0c52d6p-1 / 32)
+#define EXP_UFLOW (-0x1.9fe368p6f) /* below: 0 */
+#define EXP_OFLOW 0x1.62e42ep6f    /* above: inf */
+
+float sl_kern_expf(float x)
+{
+    if (x != x) return x + x;
+    if (x < EXP_UFLOW) return 0.0f;
+    if (x > EXP_OFLOW) return INFINITY;
+    /* x 32/ln 2 = k + r, fused where glibc's FMA build fuses it (the product is not rounded) */
+    double kd = fma(EXP_INVLN2N, (double)x, EXP_SHIFT);
+    uint64_t ki;
+    memcpy(&ki, &kd, 8);
+    kd -= EXP_SHIFT;
+    const double r = fma(EXP_INVLN2N, (double)x, -kd), r2 = r * r;
+    const uint64_t t = exp_tab[ki % 32] + (ki << 47);
+    double s;
+    memcpy(&s, &t, 8);
+    const double y = fma(fma(EXP_C0, r, EXP_C1), r2, fma(EXP_C2, r, 1.0)) * s;
+    return (float)y;
+}
+
+/* Four of sl_kern_expf's doubles from four floats (finite, in [EXP_UFLOW, EXP_OFLOW]). */
+static inline __m128 exp4_libm(__m128 x)
+{
+    const __m256d xd = _mm256_cvtps_pd(x), inv = _mm256_set1_pd(EXP_INVLN2N);
+    __m256d kd = _mm256_fmadd_pd(inv, xd, _mm256_set1_pd(EXP_SHIFT));
+    const __m256i ki = _mm256_castpd_si256(kd);
+    kd = _mm256_sub_pd(kd, _mm256_set1_pd(EXP_SHIFT));
+    const __m256d r = _mm256_fmsub_pd(inv, xd, kd), r2 = _mm256_mul_pd(r, r);
+    const __m256i tab = _mm256_i64gather_epi64((const long long *)(const void *)exp_tab,
+                                               _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
+    const __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(tab, _mm256_slli_epi64(ki, 47)));
+    const __m256d p = _mm256_fmadd_pd(_mm256_set1_pd(EXP_C0), r, _mm256_set1_pd(EXP_C1));
+    const __m256d y = _mm256_fmadd_pd(p, r2, _mm256_fmadd_pd(_mm256_set1_pd(EXP_C2), r, _mm256_set1_pd(1.0)));
+    return _mm256_cvtpd_ps(_mm256_mul_pd(y, s));
+}
+
+void sl_kern_exp_shifted(float *s, size_t n, float m)
+{
+    const __m256 mv = _mm256_set1_ps(m), lo = _mm256_set1_ps(EXP_UFLOW), hi = _mm256_set1_ps(EXP_OFLOW);
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(s + j), mv);
+        const __m256 in = _mm256_and_ps(_mm256_cmp_ps(x, lo, _CMP_GE_OQ), _mm256_cmp_ps(x, hi, _CMP_LE_OQ));
+        if (_mm256_movemask_ps(in) != 0xff) { /* NaN, or out of range: one at a time */
+            for (size_t i = 0; i < 8; i++) s[j + i] = sl_kern_expf(s[j + i] - m);
+            continue;
+        }
+        const __m128 e0 = exp4_libm(_mm256_castps256_ps128(x)), e1 = exp4_libm(_mm256_extractf128_ps(x, 1));
+        _mm256_storeu_ps(s + j, _mm256_set_m128(e1, e0));
+    }
+    for (; j < n; j++) s[j] = sl_kern_expf(s[j] - m);
 }
 
 void sl_kern_gelu(float *x, size_t n)

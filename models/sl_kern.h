@@ -89,6 +89,13 @@ void sl_kern_dots(float *s, const float *q, const float *K, size_t stride, size_
 void sl_kern_axpy_rows(float *o, const float *p, const float *V, size_t stride, size_t len, size_t n, int cont);
 void sl_kern_gelu(float *x, size_t n);
 void sl_kern_silu_mul(float *up, const float *gate, size_t n);
+/* The attention's exponentials: s[j] = expf(s[j] - m) for j < n, eight at a time, with glibc's
+ * expf to the bit (its algorithm, from Arm's optimized-routines: e^x = 2^(k/32) 2^(r/32) in
+ * double, a 32-entry table and a cubic; tests/test_engine.c compares every seventh float from
+ * -104 to 0 with the C library's expf). One scalar expf call took ~60% of the attention's time
+ * at five tokens. sl_kern_expf is the same function one float at a time. */
+void sl_kern_exp_shifted(float *s, size_t n, float m);
+float sl_kern_expf(float x);
 
 /* Which build of the matmul runs. SL_KERN_AUTO: AVX-512 (F) where the CPU has it, unless the
  * environment sets SL_KERN_ISA=avx2. Both builds give the same bits (tests/test_engine.c checks);

@@ -624,11 +624,9 @@ static void attention_job(sl_model_ctx *c, const float *K, const float *V, long 
         float mx = -INFINITY;
         for (size_t j = 0; j < len; j++)
             if (st[j] > mx) mx = st[j];
+        sl_kern_exp_shifted(st, len, mx); /* st[j] = expf(st[j] - mx), to the bit */
         double sum = 0;
-        for (size_t j = 0; j < len; j++) {
-            st[j] = expf(st[j] - mx);
-            sum += st[j];
-        }
+        for (size_t j = 0; j < len; j++) sum += st[j];
         const float inv = (float)(1.0 / sum);
         for (size_t j = 0; j < len; j++) st[j] *= inv; /* the weights p_j */
     }

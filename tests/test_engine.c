@@ -430,6 +430,45 @@ Test(engine, logits_match_pytorch_reference)
     }
 }
 
+/* sl_kern_exp_shifted and sl_kern_expf give the C library's expf bit for bit (glibc >= 2.28, whose
+ * algorithm they copy): every 13th float from -104 to 88.7 (beyond, 0 and infinity), shifted and
+ * not, and the special values. Exact equality: the attention's weights, and so the logits, stay the
+ * bits they were with expf. */
+Test(engine, exp_matches_libm_expf_bit_for_bit)
+{
+    enum { CHUNK = 4096 };
+    float buf[CHUNK], x[CHUNK];
+    size_t checked = 0;
+    const uint32_t ranges[2][2] = {{0x80000000u, 0xc2d00000u}, {0x00000000u, 0x42b17218u}}; /* [-104, -0], [0, 88.72] */
+    for (int g = 0; g < 2; g++)
+        for (uint64_t u = ranges[g][0]; u <= ranges[g][1];) {
+            size_t k = 0;
+            for (; k < CHUNK && u <= ranges[g][1]; k++, u += 13) {
+                const uint32_t v = (uint32_t)u;
+                memcpy(&x[k], &v, 4);
+                buf[k] = x[k] + 0.5f; /* exp(buf - 0.5): the shift as the attention applies it */
+            }
+            sl_kern_exp_shifted(buf, k, 0.5f);
+            for (size_t i = 0; i < k; i++) {
+                const float want = expf(x[i] + 0.5f - 0.5f), one = sl_kern_expf(x[i] + 0.5f - 0.5f);
+                cr_assert(memcmp(&want, &buf[i], 4) == 0 && memcmp(&want, &one, 4) == 0,
+                          "x = %a: expf %a, exp_shifted %a, sl_kern_expf %a", x[i] + 0.5f - 0.5f, want, buf[i], one);
+            }
+            checked += k;
+        }
+    const float special[] = {-INFINITY, INFINITY, NAN, -0.0f, 0.0f, -104.5f, -103.98f, -103.97f, 88.72f, 88.73f, 1e-45f};
+    for (size_t i = 0; i < sizeof special / sizeof *special; i++) {
+        float v[9];
+        for (int j = 0; j < 9; j++) v[j] = special[i];
+        sl_kern_exp_shifted(v, 9, 0.0f);
+        const float want = expf(special[i]);
+        for (int j = 0; j < 9; j++)
+            cr_assert(memcmp(&want, &v[j], 4) == 0 || (want != want && v[j] != v[j]), "x = %a: expf %a, ours %a",
+                      special[i], want, v[j]);
+    }
+    cr_assert_gt(checked, 100000000u);
+}
+
 /* A model opened with its matrices packed gives the logits of the same model used row-major, bit
  * for bit, in blocks and one token at a time, with the embedding read from the packed copy (f16 and
  * f32 fixtures). */
