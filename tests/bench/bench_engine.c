@@ -283,8 +283,10 @@ static double fma_peak(int wide)
     return best;
 }
 
-/* The model's weight matrices as (W, in, out) triples, for the sgemm comparison. */
+/* The model's weight matrices for the sgemm comparison: W as the engine holds it (packed or
+ * row-major), w its row-major float32 copy in the file's mapping (for OpenBLAS), in, out. */
 typedef struct {
+    const sl_model_w *W;
     const float *w;
     int in, out;
 } mat;
@@ -295,14 +297,14 @@ static size_t list_mats(const sl_model *m, mat *out)
     for (size_t l = 0; l < m->cfg.n_layer; l++) {
         const sl_model_layer *L = &m->layers[l];
         const int d = (int)m->cfg.d_model, ff = (int)m->cfg.d_ff;
-        out[k++] = (mat){L->q.w, d, d};
-        out[k++] = (mat){L->k.w, d, d};
-        out[k++] = (mat){L->v.w, d, d};
-        out[k++] = (mat){L->o.w, d, d};
-        out[k++] = (mat){L->up.w, d, ff};
-        out[k++] = (mat){L->down.w, ff, d};
+        out[k++] = (mat){&L->q, L->q.w, d, d};
+        out[k++] = (mat){&L->k, L->k.w, d, d};
+        out[k++] = (mat){&L->v, L->v.w, d, d};
+        out[k++] = (mat){&L->o, L->o.w, d, d};
+        out[k++] = (mat){&L->up, L->up.w, d, ff};
+        out[k++] = (mat){&L->down, L->down.w, ff, d};
     }
-    out[k++] = (mat){m->lm_head.w, (int)m->cfg.d_model, (int)m->cfg.vocab_size};
+    out[k++] = (mat){&m->lm_head, m->lm_head.w, (int)m->cfg.d_model, (int)m->cfg.vocab_size};
     return k;
 }
 
@@ -313,8 +315,10 @@ static double time_matmuls(const mat *ms, size_t nm, size_t n, int blas, float *
     for (int r = 0; r < reps; r++) {
         double t0 = sl_now_s();
         for (size_t i = 0; i < nm; i++) {
-            if (!blas) sl_kern_matmul(y, x, ms[i].w, SL_DT_F32, NULL, n, (size_t)ms[i].in, (size_t)ms[i].out);
-            else if (n == 1)
+            if (!blas) {
+                const sl_kern_mm mm = sl_model_mm(y, ms[i].W, NULL, (size_t)ms[i].out, 0);
+                sl_kern_matmul_multi(&mm, 1, x, n, (size_t)ms[i].in);
+            } else if (n == 1)
                 cblas_sgemv(CblasRowMajor, CblasNoTrans, ms[i].out, ms[i].in, 1.0f, ms[i].w, ms[i].in, x, 1, 0.0f, y, 1);
             else
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, ms[i].out, ms[i].in, 1.0f, x, ms[i].in,
@@ -380,6 +384,11 @@ static int bench_model(const char *path, const char *label, double bw)
     printf("  (one OpenMP team per forward pass; with a parallel region per kernel call of >= 2^20 multiply-adds instead: %.2f ms/token, %.1f%%)\n",
            t1_regions * 1e3, 100.0 * (double)wb / t1_regions / bw);
 
+    /* The engine's own footprint, before OpenBLAS below reads the row-major float32 weights from the
+     * file's mapping (where the model keeps packed copies, that faults the file's pages back in) and
+     * before the roofline's buffer. */
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
     int f32 = m->bytes_by_dtype[SL_DT_F32] > m->bytes_by_dtype[SL_DT_F16];
     mat ms[256];
     size_t nm = list_mats(m, ms);
@@ -433,8 +442,6 @@ static int bench_model(const char *path, const char *label, double bw)
                " at n = 1 OpenBLAS sgemv takes %.2f ms vs our kernel %.2f ms)\n",
                nm, tb[1] * 1e3, tk[1] * 1e3);
 
-    struct rusage ru; /* before the roofline buffer below */
-    getrusage(RUSAGE_SELF, &ru);
     float *buf = aligned_alloc(64, (wb + 127) & ~(size_t)63);
     if (buf) {
 #pragma omp parallel for schedule(static)
