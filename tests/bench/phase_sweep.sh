@@ -5,7 +5,7 @@
 # threads, packed weights) and a short cpu_options
 # (prompt lookup at T = 0 on the f16 target, one and two threads: speedup at the best gamma, its
 # 95% CI; make bench's short cpu_options, lookup only). One CSV row per round (default
-# analysis/phase_sweep.csv, 12 rounds of ~35 s), so that "met" reads as "met in k of n rounds",
+# analysis/phase_sweep.csv, 12 rounds of ~22 s on the Zen 5 VM), so that "met" reads as "met in k of n rounds",
 # with the machine's memory speed beside each. Not run by make bench (run_all.sh skips it).
 set -u
 cd "$(dirname "$0")/../.."

@@ -125,7 +125,7 @@ for s in tests/bench/*.sh; do
   case "$(basename "$s")" in
     run_all.sh) continue ;;
     mpi_scaling.sh) echo "== $s == skipped: run it by hand with OUT.csv RANKS... (analysis/MPI.md)"; continue ;;
-    phase_sweep.sh) echo "== $s == skipped: run it by hand (models/README.md, ~7 min)"; continue ;;
+    phase_sweep.sh) echo "== $s == skipped: run it by hand (models/README.md, ~5 min)"; continue ;;
   esac
   run "$(basename "$s" .sh)" bash "$s" || status=1
 done
