@@ -486,12 +486,18 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
  * compile on the Zen 5 VM (now ~40 s), for a kernel no faster (512 x 512 f16, one thread, best of
  * 6: within 1-3% at every n from 1 to 8). Giving pass() a single call site in unit() as well
  * would halve it again, but made passes of 1-3 and 5-7 tokens 5-8% slower: the whole-row call,
- * with k0 = 0 and k1 = k32 known, compiles without the carry's loads and stores. */
+ * with k0 = 0 and k1 = k32 known, compiles without the carry's loads and stores.
+ * Packed matrices are cut into their groups of 32 rows (colunit). Each thread transposes the
+ * inputs for them once per call (sl_kern_xt_fill) when they are larger than 16 KiB; smaller ones
+ * stay in L1 and are broadcast from x in place, sparing every thread the transposition: on the
+ * accelerator machine's 16-core Xeon, where a 512 x 512 matrix gives each thread one group, that
+ * took packed / row-major t(5) from 1.11-1.15 to 0.97-1.03 at 16 threads (f16, 832 MB of
+ * matrices, ad hoc); one token always reads x in place. */
 #define SL_KERN_DEFINE_UNITS(NAME, DT)                                                                          \
     static __attribute__((noinline)) void NAME(const sl_kern_mm *mm, const size_t *first, const float *x,      \
                                                size_t n, size_t in, long units, size_t quad_max, int packed)   \
     {                                                                                                           \
-        float *xT = packed && n > 1 ? sl_kern_xt_buffer(n * in) : NULL;                                        \
+        float *xT = packed && n > 1 && n * in > 4096 ? sl_kern_xt_buffer(n * in) : NULL;                        \
         if (xT) sl_kern_xt_fill(xT, x, n, in);                                                                  \
         _Pragma("omp for schedule(static)")                                                                     \
         for (long u = 0; u < units; u++) {                                                                      \
