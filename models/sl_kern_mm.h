@@ -87,14 +87,12 @@ static inline __attribute__((always_inline)) void prefetch_ahead(const unsigned 
  * k1 <= in & ~31. A call that starts at 0 starts from zero accumulators, one that ends at in & ~31
  * finishes the outputs; otherwise the accumulators are carried in carry (row r at carry + r *
  * SL_KERN_TMAX * 32, then (T, 32) floats, 64-byte aligned) to the next call on the rows, with calls
- * for other rows in between (see unit()). The layout: the 32-element block b of the call's row r
- * is at row + r * rs + b * bs (rs = the row's bytes, bs = 32 elements' bytes). pf is the address
- * prefetched for the first row's block at k0, with the same steps. */
+ * for other rows in between (see unit()). Rows are row-major, in elements apart. pf is the address
+ * prefetched for the first row's element k0, with the same steps. */
 typedef struct {
     size_t k0, k1;
     float *carry;             /* (R, SL_KERN_TMAX, 32) */
     const unsigned char *pf;
-    size_t rs, bs;            /* bytes from a row to the next, and from a 32-element block to the next */
 } span;
 
 #define SL_KERN_CARRY (SL_KERN_TMAX * 32) /* floats of carry per row */
@@ -134,7 +132,7 @@ static inline __attribute__((always_inline)) void block8(float *y, const float *
                                                           sl_dtype dt, const float *bias, size_t in, size_t out,
                                                           size_t o, size_t t0, int T, int R, int add, span sp)
 {
-    const size_t k32 = in & ~(size_t)31;
+    const size_t k32 = in & ~(size_t)31, esz = dt == SL_DT_F32 ? 4 : 2, stride = in * esz;
     __m256 acc[2][3][4];
 #pragma GCC unroll 2
     for (int r = 0; r < R; r++)
@@ -145,13 +143,13 @@ static inline __attribute__((always_inline)) void block8(float *y, const float *
                 acc[r][t][j] = sp.k0 ? _mm256_load_ps(sp.carry + r * SL_KERN_CARRY + 32 * t + 8 * j) : _mm256_setzero_ps();
     for (size_t k = sp.k0; k < sp.k1; k += 32) {
 #pragma GCC unroll 2
-        for (int r = 0; r < R; r++) prefetch_ahead(sp.pf + r * sp.rs + ((k - sp.k0) >> 5) * sp.bs, dt);
-        const unsigned char *wb = row + (k >> 5) * sp.bs;
+        for (int r = 0; r < R; r++) prefetch_ahead(sp.pf + r * stride + (k - sp.k0) * esz, dt);
+        const unsigned char *wb = row + k * esz;
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             __m256 w[2];
 #pragma GCC unroll 2
-            for (int r = 0; r < R; r++) w[r] = load8(wb + r * sp.rs, 8 * (size_t)j, dt);
+            for (int r = 0; r < R; r++) w[r] = load8(wb + r * stride, 8 * (size_t)j, dt);
 #pragma GCC unroll 3
             for (int t = 0; t < T; t++) {
                 const __m256 xv = _mm256_loadu_ps(x + (t0 + t) * in + k + 8 * (size_t)j);
@@ -173,7 +171,7 @@ static inline __attribute__((always_inline)) void block8(float *y, const float *
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 3
         for (int t = 0; t < T; t++)
-            finish(y + (t0 + t) * out + o + r, x + (t0 + t) * in, row + r * sp.rs, dt, bias, in, o + r, acc[r][t],
+            finish(y + (t0 + t) * out + o + r, x + (t0 + t) * in, row + r * stride, dt, bias, in, o + r, acc[r][t],
                    add);
 }
 
@@ -200,14 +198,13 @@ static inline __attribute__((always_inline)) __m512 load16(const unsigned char *
  * stays one row (four interleaved rows made the shipped target's t(1) ~8% slower from memory),
  * and so do passes of 5..8 tokens: on the Xeon, whose f16 conversion competes with its
  * multiply-adds, one pass of 5 tokens over a row beat 3 + 2 tokens over four rows (32.4 vs 38.4 us).
- * Models keep their 16-bit matrices packed (colpass below), which is what the engine runs on
- * AVX-512 CPUs; these row-major passes serve f32 weights, rows not a multiple of 32 elements and
- * SL_PACK=0. */
+ * On AVX-512 CPUs models keep their matrices packed (colpass below); these row-major passes serve
+ * rows whose length is not a multiple of 32 elements, AVX2 CPUs and SL_PACK=0. */
 static inline __attribute__((always_inline)) void block16(float *y, const float *x, const unsigned char *row,
                                                            sl_dtype dt, const float *bias, size_t in, size_t out,
                                                            size_t o, size_t t0, int T, int R, int add, span sp)
 {
-    const size_t k32 = in & ~(size_t)31;
+    const size_t k32 = in & ~(size_t)31, esz = dt == SL_DT_F32 ? 4 : 2, stride = in * esz;
     __m512 acc[4][8][2];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
@@ -218,13 +215,13 @@ static inline __attribute__((always_inline)) void block16(float *y, const float 
                 acc[r][t][h] = sp.k0 ? _mm512_load_ps(sp.carry + r * SL_KERN_CARRY + 32 * t + 16 * h) : _mm512_setzero_ps();
     for (size_t k = sp.k0; k < sp.k1; k += 32) {
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) prefetch_ahead(sp.pf + r * sp.rs + ((k - sp.k0) >> 5) * sp.bs, dt);
-        const unsigned char *wb = row + (k >> 5) * sp.bs;
+        for (int r = 0; r < R; r++) prefetch_ahead(sp.pf + r * stride + (k - sp.k0) * esz, dt);
+        const unsigned char *wb = row + k * esz;
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m512 w[4];
 #pragma GCC unroll 4
-            for (int r = 0; r < R; r++) w[r] = load16(wb + r * sp.rs, 16 * (size_t)h, dt);
+            for (int r = 0; r < R; r++) w[r] = load16(wb + r * stride, 16 * (size_t)h, dt);
 #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
                 const __m512 xv = _mm512_loadu_ps(x + (t0 + t) * in + k + 16 * (size_t)h);
@@ -250,7 +247,7 @@ static inline __attribute__((always_inline)) void block16(float *y, const float 
                            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][t][0]), 1)),
                            _mm512_castps512_ps256(acc[r][t][1]),
                            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][t][1]), 1))};
-            finish(y + (t0 + t) * out + o + r, x + (t0 + t) * in, row + r * sp.rs, dt, bias, in, o + r, a, add);
+            finish(y + (t0 + t) * out + o + r, x + (t0 + t) * in, row + r * stride, dt, bias, in, o + r, a, add);
         }
 }
 #endif
@@ -266,17 +263,15 @@ void sl_kern_mm_run_wide(const sl_kern_mm *mm, size_t count, const float *x, siz
 
 #endif /* SL_KERN_MM_HELPERS */
 
-/* One pass of T tokens (from t0) over one span of rows o .. o + R - 1, R = 1, SL_KERN_ROWS(T) or
- * SL_KERN_PROWS(T): T and R literals in each case, so that each pass shape gets its own unrolled
- * code. */
-#define SL_KERN_HAS_R(TT, RR) (SL_KERN_ROWS(TT) == (RR))
+/* One pass of T tokens (from t0) over one span of rows o .. o + R - 1, R = 1 or SL_KERN_ROWS(T): T
+ * and R literals in each case, so that each pass shape gets its own unrolled code. */
 static inline __attribute__((always_inline)) void pass(float *y, const float *x, const unsigned char *row,
                                                        sl_dtype dt, const float *bias, size_t in, size_t out,
                                                        size_t o, size_t t0, int T, int R, int add, span sp)
 {
 #define SL_KERN_CASE(TT)                                                                                          \
     case TT:                                                                                                      \
-        if (SL_KERN_HAS_R(TT, 4) && R == 4)                                                                      \
+        if (SL_KERN_ROWS(TT) == 4 && R == 4)                                                                     \
             SL_KERN_BLOCK(y, x, row, dt, bias, in, out, o, t0, TT, 4, add, sp);                                  \
         else                                                                                                      \
             SL_KERN_BLOCK(y, x, row, dt, bias, in, out, o, t0, TT, 1, add, sp);                                  \
@@ -393,16 +388,14 @@ static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, c
         }
 }
 
-/* Group u - first[i] of matrix i: all n tokens in ceil(n / COL_TMAX) passes of balanced size, each
+/* Group u of matrix m: all n tokens in ceil(n / COL_TMAX) passes of balanced size, each
  * over the group's rows COL_ROWS at a time; x transposed in xT (sl_kern_xt_fill), or read in place
  * when xT is NULL. */
-static inline __attribute__((always_inline)) void colunit(const sl_kern_mm *mm, const size_t *first, const float *x,
-                                                           const float *xT, size_t n, size_t in, long u, sl_dtype dt)
+static inline __attribute__((always_inline)) void colunit(const sl_kern_mm *m, size_t u, const float *x, const float *xT,
+                                                           size_t n, size_t in, sl_dtype dt)
 {
-    size_t i = 0;
-    while ((size_t)u >= first[i + 1]) i++;
-    const size_t o = ((size_t)u - first[i]) * 32, es = dt == SL_DT_F32 ? 4 : 2;
-    const unsigned char *W = (const unsigned char *)mm[i].w + o * in * es;
+    const size_t o = u * 32, es = dt == SL_DT_F32 ? 4 : 2;
+    const unsigned char *W = (const unsigned char *)m->w + o * in * es;
     const size_t passes = (n + COL_TMAX - 1) / COL_TMAX, base = n / passes, extra = n % passes;
     for (size_t p = 0, t = 0; p < passes; t += base + (p < extra), p++) {
         const int T = (int)(base + (p < extra));
@@ -410,7 +403,7 @@ static inline __attribute__((always_inline)) void colunit(const sl_kern_mm *mm, 
         const size_t sj = xT ? (in / 32) * n : 0, sb = xT ? n : 32, st = xT ? 1 : in;
         for (size_t r = 0; r < 32; r += COL_ROWS) {
 #define SL_KERN_COL_CASE(TT)                                                                                     \
-    case TT: colpass(mm + i, xs, sj, sb, st, W + r * es, dt, in, o + r, t, TT); break;
+    case TT: colpass(m, xs, sj, sb, st, W + r * es, dt, in, o + r, t, TT); break;
             switch (T) {
                 SL_KERN_COL_CASE(1)
                 SL_KERN_COL_CASE(2)
@@ -435,7 +428,7 @@ static inline __attribute__((always_inline)) void colunit(const sl_kern_mm *mm, 
 #define SL_KERN_CHUNK 1024
 #define SL_KERN_WHOLE_BYTES (24 * 1024)
 
-/* Unit u: rows o .. end - 1 (four, or the last few) of one matrix, all n tokens, in
+/* Unit u of matrix m: rows o = 4 u .. end - 1 (four, or the last few), all n tokens, in
  * ceil(n / SL_KERN_TMAX) passes of balanced size (n = 4 with AVX2 is 2 + 2, not 3 + 1: a pass of
  * one token has only four accumulator chains and waits on the FMA latency). A pass whose inputs
  * fit in SL_KERN_WHOLE_BYTES reads each row whole. Larger inputs would not stay in L1 from one
@@ -443,15 +436,12 @@ static inline __attribute__((always_inline)) void colunit(const sl_kern_mm *mm, 
  * applying a chunk to all rows of the unit before the next, and carries the accumulators between chunks: the same
  * multiply-adds in the same order, so the same bits. Either way the prefetch runs ahead by
  * whole units (SL_KERN_PREFETCH). */
-static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, const size_t *first, const float *x,
-                                                        size_t n, size_t in, long u, sl_dtype dt, size_t quad_max)
+static inline __attribute__((always_inline)) void unit(const sl_kern_mm *m, size_t u, const float *x, size_t n,
+                                                        size_t in, sl_dtype dt, size_t quad_max)
 {
-    size_t i = 0;
-    while ((size_t)u >= first[i + 1]) i++;
-    const size_t o = ((size_t)u - first[i]) * 4, out = mm[i].out, end = o + 4 < out ? o + 4 : out;
+    const size_t o = u * 4, out = m->out, end = o + 4 < out ? o + 4 : out;
     const size_t esz = dt == SL_DT_F32 ? 4 : 2, stride = in * esz, k32 = in & ~(size_t)31;
-    const size_t rs = stride, bs = 32 * esz;
-    const unsigned char *W = (const unsigned char *)mm[i].w + o * stride;
+    const unsigned char *W = (const unsigned char *)m->w + o * stride;
     const size_t passes = (n + SL_KERN_TMAX - 1) / SL_KERN_TMAX, base = n / passes, extra = n % passes;
     float carry[4][SL_KERN_TMAX * 32] __attribute__((aligned(64))); /* (row in unit, token, 32 lanes) */
     const size_t ahead = 4 * ((SL_KERN_PREFETCH + 4 * stride - 1) / (4 * stride)); /* rows */
@@ -461,8 +451,8 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
         if ((size_t)T * in * sizeof(float) <= SL_KERN_WHOLE_BYTES || k32 <= SL_KERN_CHUNK) {
             for (size_t r = o, g; r < end; r += g) {
                 g = end - r >= R ? R : 1;
-                const span sp = {0, k32, NULL, W + ahead * stride + (r - o) * rs, rs, bs};
-                pass(mm[i].y, x, W + (r - o) * rs, dt, mm[i].bias, in, out, r, t, T, (int)g, mm[i].add, sp);
+                const span sp = {0, k32, NULL, W + ahead * stride + (r - o) * stride};
+                pass(m->y, x, W + (r - o) * stride, dt, m->bias, in, out, r, t, T, (int)g, m->add, sp);
             }
             continue;
         }
@@ -470,8 +460,8 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
             const size_t k1 = k0 + SL_KERN_CHUNK < k32 ? k0 + SL_KERN_CHUNK : k32;
             for (size_t r = o, g; r < end; r += g) {
                 g = end - r >= R ? R : 1;
-                const span sp = {k0, k1, carry[r - o], W + ahead * stride + (r - o) * rs + (k0 >> 5) * bs, rs, bs};
-                pass(mm[i].y, x, W + (r - o) * rs, dt, mm[i].bias, in, out, r, t, T, (int)g, mm[i].add, sp);
+                const span sp = {k0, k1, carry[r - o], W + ahead * stride + (r - o) * stride + k0 * esz};
+                pass(m->y, x, W + (r - o) * stride, dt, m->bias, in, out, r, t, T, (int)g, m->add, sp);
             }
         }
     }
@@ -503,8 +493,9 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *mm, con
         for (long u = 0; u < units; u++) {                                                                      \
             size_t i = 0;                                                                                       \
             while ((size_t)u >= first[i + 1]) i++;                                                              \
-            if (mm[i].packed) colunit(mm, first, x, xT, n, in, u, DT);                                          \
-            else unit(mm, first, x, n, in, u, DT, quad_max);                                                    \
+            const size_t v = (size_t)u - first[i]; /* the unit's place in matrix i */                          \
+            if (mm[i].packed) colunit(mm + i, v, x, xT, n, in, DT);                                             \
+            else unit(mm + i, v, x, n, in, DT, quad_max);                                                       \
         }                                                                                                       \
     }
 SL_KERN_DEFINE_UNITS(units_f32, SL_DT_F32)
