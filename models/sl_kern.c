@@ -51,13 +51,34 @@ static size_t packed_at(size_t r, size_t k, size_t in)
     return (r / 32) * 32 * in + (slot * (in / 32) + k / 32) * 32 + r % 32;
 }
 
+/* One group of rows r0 .. r0 + rows - 1 (rows <= 32) of sl_kern_pack with ES-byte elements (a
+ * literal in each use), at d: 32 rows' weights (zero past the last row) per step, eight blocks of
+ * every slot at a time, so that the 32 rows' source (8 KiB of f16 per 8 blocks) stays in L1. */
+static inline __attribute__((always_inline)) void pack_group(unsigned char *d, const unsigned char *src, size_t r0,
+                                                              size_t rows, size_t in, size_t ES)
+{
+    const size_t nb = in / 32;
+    for (size_t b0 = 0; b0 < nb; b0 += 8)
+        for (size_t jj = 0; jj < 32; jj++) {
+            const unsigned char *s = src + (r0 * in + SL_KERN_COL_LANE(jj)) * ES;
+            for (size_t b = b0; b < nb && b < b0 + 8; b++) {
+                unsigned char *o = d + (jj * nb + b) * 32 * ES;
+                size_t r = 0;
+                for (; r < rows; r++) memcpy(o + r * ES, s + (r * in + 32 * b) * ES, ES);
+                memset(o + r * ES, 0, (32 - r) * ES);
+            }
+        }
+}
+
 void sl_kern_pack(void *dst, const void *src, sl_dtype dt, size_t out, size_t in)
 {
     const size_t es = sl_dtype_size(dt);
-    memset(dst, 0, sl_kern_packed_bytes(dt, out, in));
-    for (size_t r = 0; r < out; r++)
-        for (size_t k = 0; k < in; k++)
-            memcpy((unsigned char *)dst + packed_at(r, k, in) * es, (const unsigned char *)src + (r * in + k) * es, es);
+    for (size_t r0 = 0; r0 < out; r0 += 32) {
+        unsigned char *d = (unsigned char *)dst + r0 * in * es; /* the group's start */
+        const size_t rows = out - r0 < 32 ? out - r0 : 32;
+        if (es == 2) pack_group(d, src, r0, rows, in, 2);
+        else pack_group(d, src, r0, rows, in, 4);
+    }
 }
 
 void sl_kern_row_to_f32(float *dst, const void *W, int packed, sl_dtype dt, size_t out, size_t in, size_t r)
