@@ -323,6 +323,60 @@ static inline __m256 gelu8(__m256 x)
     return _mm256_mul_ps(x, sigmoid8(y2));
 }
 
+/* exp8, sigmoid8 and gelu8 on 16 lanes (AVX-512, run only where the CPU has it): per lane the same
+ * operations in the same order, so the same bits; twice the elements per instruction. Ad hoc, the
+ * shipped target's t(5): the GELUs of five tokens took 0.036 ms of 1.59 on one thread. */
+#define SL_WIDE __attribute__((target("avx512f")))
+static inline SL_WIDE __m512 exp16(__m512 x)
+{
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3365f)), _mm512_set1_ps(88.3762626647949f));
+    __m512 fx = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+                                     _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+}
+
+static inline SL_WIDE __m512 sigmoid16(__m512 z)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    return _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), z))));
+}
+
+static inline SL_WIDE __m512 gelu16(__m512 x)
+{
+    const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+    const __m512 y2 = _mm512_mul_ps(_mm512_set1_ps(2.0f * 0.7978845608028654f),
+                                    _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x));
+    return _mm512_mul_ps(x, sigmoid16(y2));
+}
+
+/* The first n & ~15 elements of sl_kern_gelu and sl_kern_silu_mul on 16 lanes; returns that count. */
+static SL_WIDE size_t gelu_wide(float *x, size_t n)
+{
+    const size_t n16 = n & ~(size_t)15;
+    for (size_t k = 0; k < n16; k += 16) _mm512_storeu_ps(x + k, gelu16(_mm512_loadu_ps(x + k)));
+    return n16;
+}
+
+static SL_WIDE size_t silu_mul_wide(float *up, const float *gate, size_t n)
+{
+    const size_t n16 = n & ~(size_t)15;
+    for (size_t k = 0; k < n16; k += 16) {
+        const __m512 g = _mm512_loadu_ps(gate + k);
+        _mm512_storeu_ps(up + k, _mm512_mul_ps(_mm512_loadu_ps(up + k), _mm512_mul_ps(g, sigmoid16(g))));
+    }
+    return n16;
+}
+
 /* Loads n < 8 floats into a zero-padded vector, so that a row's tail goes through the same
  * vector code as its body (one formula for every element). */
 static inline __m256 load_tail(const float *p, size_t n)
@@ -392,10 +446,46 @@ static inline __m128 exp4_libm(__m128 x)
     return _mm256_cvtpd_ps(_mm256_mul_pd(y, s));
 }
 
+/* exp4_libm on eight floats (AVX-512): the same operations on eight doubles, the table read by
+ * two two-register permutes and a blend on bit 4 of the index instead of a gather. */
+static inline SL_WIDE __m256 exp8_libm(__m256 x)
+{
+    const __m512d xd = _mm512_cvtps_pd(x), inv = _mm512_set1_pd(EXP_INVLN2N);
+    __m512d kd = _mm512_fmadd_pd(inv, xd, _mm512_set1_pd(EXP_SHIFT));
+    const __m512i ki = _mm512_castpd_si512(kd);
+    kd = _mm512_sub_pd(kd, _mm512_set1_pd(EXP_SHIFT));
+    const __m512d r = _mm512_fmsub_pd(inv, xd, kd), r2 = _mm512_mul_pd(r, r);
+    const __m512i t0 = _mm512_loadu_si512(exp_tab), t1 = _mm512_loadu_si512(exp_tab + 8);
+    const __m512i t2 = _mm512_loadu_si512(exp_tab + 16), t3 = _mm512_loadu_si512(exp_tab + 24);
+    const __m512i tab = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)),
+                                                _mm512_permutex2var_epi64(t0, ki, t1), _mm512_permutex2var_epi64(t2, ki, t3));
+    const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(tab, _mm512_slli_epi64(ki, 47)));
+    const __m512d p = _mm512_fmadd_pd(_mm512_set1_pd(EXP_C0), r, _mm512_set1_pd(EXP_C1));
+    const __m512d y = _mm512_fmadd_pd(p, r2, _mm512_fmadd_pd(_mm512_set1_pd(EXP_C2), r, _mm512_set1_pd(1.0)));
+    return _mm512_cvtpd_ps(_mm512_mul_pd(y, sc));
+}
+
+/* The first n & ~15 elements of sl_kern_exp_shifted, sixteen at a time; returns that count. */
+static SL_WIDE size_t exp_shifted_wide(float *s, size_t n, float m)
+{
+    const __m512 mv = _mm512_set1_ps(m), lo = _mm512_set1_ps(EXP_UFLOW), hi = _mm512_set1_ps(EXP_OFLOW);
+    const size_t n16 = n & ~(size_t)15;
+    for (size_t j = 0; j < n16; j += 16) {
+        const __m512 x = _mm512_sub_ps(_mm512_loadu_ps(s + j), mv);
+        if ((_mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(x, hi, _CMP_LE_OQ)) != 0xffff) {
+            for (size_t i = 0; i < 16; i++) s[j + i] = sl_kern_expf(s[j + i] - m);
+            continue;
+        }
+        _mm256_storeu_ps(s + j, exp8_libm(_mm512_castps512_ps256(x)));
+        _mm256_storeu_ps(s + j + 8, exp8_libm(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1))));
+    }
+    return n16;
+}
+
 void sl_kern_exp_shifted(float *s, size_t n, float m)
 {
     const __m256 mv = _mm256_set1_ps(m), lo = _mm256_set1_ps(EXP_UFLOW), hi = _mm256_set1_ps(EXP_OFLOW);
-    size_t j = 0;
+    size_t j = current_isa() == SL_KERN_WIDE ? exp_shifted_wide(s, n, m) : 0;
     for (; j + 8 <= n; j += 8) {
         const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(s + j), mv);
         const __m256 in = _mm256_and_ps(_mm256_cmp_ps(x, lo, _CMP_GE_OQ), _mm256_cmp_ps(x, hi, _CMP_LE_OQ));
@@ -411,15 +501,15 @@ void sl_kern_exp_shifted(float *s, size_t n, float m)
 
 void sl_kern_gelu(float *x, size_t n)
 {
-    const size_t n8 = n & ~(size_t)7;
-    for (size_t k = 0; k < n8; k += 8) _mm256_storeu_ps(x + k, gelu8(_mm256_loadu_ps(x + k)));
+    const size_t n8 = n & ~(size_t)7, k0 = current_isa() == SL_KERN_WIDE ? gelu_wide(x, n) : 0;
+    for (size_t k = k0; k < n8; k += 8) _mm256_storeu_ps(x + k, gelu8(_mm256_loadu_ps(x + k)));
     if (n8 < n) store_tail(x + n8, gelu8(load_tail(x + n8, n - n8)), n - n8);
 }
 
 void sl_kern_silu_mul(float *up, const float *gate, size_t n)
 {
-    const size_t n8 = n & ~(size_t)7;
-    for (size_t k = 0; k < n8; k += 8) {
+    const size_t n8 = n & ~(size_t)7, k0 = current_isa() == SL_KERN_WIDE ? silu_mul_wide(up, gate, n) : 0;
+    for (size_t k = k0; k < n8; k += 8) {
         const __m256 g = _mm256_loadu_ps(gate + k);
         _mm256_storeu_ps(up + k, _mm256_mul_ps(_mm256_loadu_ps(up + k), _mm256_mul_ps(g, sigmoid8(g))));
     }

@@ -502,22 +502,25 @@ int sl_model_truncate(sl_model_ctx *c, size_t len)
 
 /* ---- blocks ---- */
 
-/* R rows of x (R, d) -> y (R, d): LayerNorm (b != NULL) or RMSNorm (b == NULL), statistics
+/* Rows normed side by side, at most. */
+#define SL_NORM_ROWS 8
+
+/* R <= SL_NORM_ROWS rows of x (R, d) -> y (R, d): LayerNorm (b != NULL) or RMSNorm (b == NULL), statistics
  * in double, each a sum over i in order. The R rows' sums run side by side: each is a chain of
  * dependent double additions (~4 cycles each), so one row at a time left the adder mostly idle.
  * Each row gets the same operations whatever R is: the same bits. */
 static inline __attribute__((always_inline)) void norm_rows(float *y, const float *x, const float *w, const float *b,
                                                             size_t d, double eps, size_t R)
 {
-    double s[4] = {0, 0, 0, 0}, mean[4] = {0, 0, 0, 0}, inv[4];
+    double s[SL_NORM_ROWS] = {0}, mean[SL_NORM_ROWS] = {0}, inv[SL_NORM_ROWS];
     if (b) {
         for (size_t i = 0; i < d; i++) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (size_t t = 0; t < R; t++) mean[t] += x[t * d + i];
         }
         for (size_t t = 0; t < R; t++) mean[t] /= (double)d;
         for (size_t i = 0; i < d; i++) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (size_t t = 0; t < R; t++) s[t] += ((double)x[t * d + i] - mean[t]) * ((double)x[t * d + i] - mean[t]);
         }
         for (size_t t = 0; t < R; t++) inv[t] = 1.0 / sqrt(s[t] / (double)d + eps);
@@ -526,7 +529,7 @@ static inline __attribute__((always_inline)) void norm_rows(float *y, const floa
                 y[t * d + i] = (float)(((double)x[t * d + i] - mean[t]) * inv[t]) * w[i] + b[i];
     } else {
         for (size_t i = 0; i < d; i++) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (size_t t = 0; t < R; t++) s[t] += (double)x[t * d + i] * x[t * d + i];
         }
         for (size_t t = 0; t < R; t++) inv[t] = 1.0 / sqrt(s[t] / (double)d + eps);
@@ -535,14 +538,15 @@ static inline __attribute__((always_inline)) void norm_rows(float *y, const floa
     }
 }
 
-/* x (n, d) -> y (n, d), norm_rows over groups of up to four rows, the groups work-shared among the
- * team of the enclosing parallel region (an orphaned omp for, which ends in a barrier; alone
- * outside one). Ad hoc, the shipped target's t(5): the norms took 3% of it on one thread, and on
- * two the second thread waited while one thread normed every row. */
+/* x (n, d) -> y (n, d), norm_rows over groups of up to SL_NORM_ROWS rows, the groups work-shared
+ * among the team of the enclosing parallel region (an orphaned omp for, which ends in a barrier;
+ * alone outside one). Ad hoc, the shipped target's t(5): the norms took 3% of it on one thread,
+ * and on two the second thread waited while one thread normed every row; with groups of at most
+ * four, one thread normed five rows as two chains of additions one after the other. */
 static void norm(float *y, const float *x, const float *w, const float *b, size_t n, size_t d, double eps)
 {
     const size_t team = (size_t)omp_get_num_threads(), per_thread = (n + team - 1) / team;
-    const size_t per = per_thread < 4 ? per_thread : 4;
+    const size_t per = per_thread < SL_NORM_ROWS ? per_thread : SL_NORM_ROWS;
     const long groups = (long)((n + per - 1) / per);
 #pragma omp for schedule(static)
     for (long gi = 0; gi < groups; gi++) {
@@ -553,7 +557,11 @@ static void norm(float *y, const float *x, const float *w, const float *b, size_
         case 1: norm_rows(yt, xt, w, b, d, eps, 1); break;
         case 2: norm_rows(yt, xt, w, b, d, eps, 2); break;
         case 3: norm_rows(yt, xt, w, b, d, eps, 3); break;
-        default: norm_rows(yt, xt, w, b, d, eps, 4); break;
+        case 4: norm_rows(yt, xt, w, b, d, eps, 4); break;
+        case 5: norm_rows(yt, xt, w, b, d, eps, 5); break;
+        case 6: norm_rows(yt, xt, w, b, d, eps, 6); break;
+        case 7: norm_rows(yt, xt, w, b, d, eps, 7); break;
+        default: norm_rows(yt, xt, w, b, d, eps, 8); break;
         }
     }
 }
@@ -597,6 +605,32 @@ static void rope(const sl_model_ctx *c, float *v, size_t n_heads, size_t pos)
 /* Tokens per attention job. */
 #define SL_ATT_TOKENS 8
 
+/* mx[i] = the maximum of s[i][0 .. common - 1] for i < T, the T rows side by side (each row's
+ * comparisons in order j, as one row alone: the same result). */
+static inline __attribute__((always_inline)) void softmax_max(float *mx, float *const *s, size_t common, size_t T)
+{
+    float m[SL_ATT_TOKENS];
+    for (size_t i = 0; i < T; i++) m[i] = -INFINITY;
+    for (size_t j = 0; j < common; j++) {
+#pragma GCC unroll 8
+        for (size_t i = 0; i < T; i++)
+            if (s[i][j] > m[i]) m[i] = s[i][j];
+    }
+    for (size_t i = 0; i < T; i++) mx[i] = m[i];
+}
+
+/* sum[i] = s[i][0] + ... + s[i][common - 1] in double, in order j, for i < T, side by side. */
+static inline __attribute__((always_inline)) void softmax_sum(double *sum, float *const *s, size_t common, size_t T)
+{
+    double a[SL_ATT_TOKENS];
+    for (size_t i = 0; i < T; i++) a[i] = 0;
+    for (size_t j = 0; j < common; j++) {
+#pragma GCC unroll 8
+        for (size_t i = 0; i < T; i++) a[i] += s[i][j];
+    }
+    for (size_t i = 0; i < T; i++) sum[i] = a[i];
+}
+
 /* One job of the attention below: head h for tokens t0 .. t1 - 1 (job = g * n_head + h, token group
  * g of SL_ATT_TOKENS). Scores and outputs go tile by tile over the keys, every token of the group
  * using a tile while it is in L1; each (token, head) still gets its scores, softmax and weighted
@@ -618,17 +652,46 @@ static void attention_job(sl_model_ctx *c, const float *K, const float *V, long 
             const size_t len = pos + t + 1, j1 = j0 + SL_ATT_TILE < len ? j0 + SL_ATT_TILE : len;
             if (j0 < j1) sl_kern_dots(s[t - t0] + j0, c->q + t * qd + h * hd, Kh + j0 * hd, hd, j1 - j0, hd, scale);
         }
-    for (size_t t = t0; t < t1; t++) {
-        float *st = s[t - t0];
-        const size_t len = pos + t + 1;
-        float mx = -INFINITY;
-        for (size_t j = 0; j < len; j++)
-            if (st[j] > mx) mx = st[j];
-        sl_kern_exp_shifted(st, len, mx); /* st[j] = expf(st[j] - mx), to the bit */
-        double sum = 0;
-        for (size_t j = 0; j < len; j++) sum += st[j];
-        const float inv = (float)(1.0 / sum);
-        for (size_t j = 0; j < len; j++) st[j] *= inv; /* the weights p_j */
+    /* Softmax of each token's scores: the maximum, st[j] = expf(st[j] - max) (to the bit), the
+     * sum in double, in order j, and the weights p_j = st[j] / sum. The tokens' maxima and sums
+     * are chains of dependent operations; over the keys every token of the group has, they run
+     * side by side (one chain per token, each in its own order). */
+    const size_t T = t1 - t0, common = pos + t0 + 1;
+    float mx[SL_ATT_TOKENS];
+    double sum[SL_ATT_TOKENS];
+    switch (T) {
+    case 1: softmax_max(mx, s, common, 1); break;
+    case 2: softmax_max(mx, s, common, 2); break;
+    case 3: softmax_max(mx, s, common, 3); break;
+    case 4: softmax_max(mx, s, common, 4); break;
+    case 5: softmax_max(mx, s, common, 5); break;
+    case 6: softmax_max(mx, s, common, 6); break;
+    case 7: softmax_max(mx, s, common, 7); break;
+    default: softmax_max(mx, s, common, 8); break;
+    }
+    for (size_t i = 0; i < T; i++) {
+        float *st = s[i];
+        const size_t len = common + i;
+        for (size_t j = common; j < len; j++)
+            if (st[j] > mx[i]) mx[i] = st[j];
+        sl_kern_exp_shifted(st, len, mx[i]);
+    }
+    switch (T) {
+    case 1: softmax_sum(sum, s, common, 1); break;
+    case 2: softmax_sum(sum, s, common, 2); break;
+    case 3: softmax_sum(sum, s, common, 3); break;
+    case 4: softmax_sum(sum, s, common, 4); break;
+    case 5: softmax_sum(sum, s, common, 5); break;
+    case 6: softmax_sum(sum, s, common, 6); break;
+    case 7: softmax_sum(sum, s, common, 7); break;
+    default: softmax_sum(sum, s, common, 8); break;
+    }
+    for (size_t i = 0; i < T; i++) {
+        float *st = s[i];
+        const size_t len = common + i;
+        for (size_t j = common; j < len; j++) sum[i] += st[j];
+        const float inv = (float)(1.0 / sum[i]);
+        for (size_t j = 0; j < len; j++) st[j] *= inv;
     }
     for (size_t j0 = 0; j0 < len_max; j0 += SL_ATT_TILE)
         for (size_t t = t0; t < t1; t++) {
