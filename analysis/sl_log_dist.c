@@ -1,7 +1,8 @@
 /*
  * sl_log_dist.c: reading the full distributions of a measure log. The fast path fetches raw HDF5
  * chunks serially and inflates them with libdeflate on many threads (or, with direct access,
- * decodes chunks straight from the mapped file without calling HDF5); the naive twin goes through
+ * inflates chunks straight from the mapped file and reads raw ones with pread, without calling
+ * HDF5); the naive twin goes through
  * H5Dread. float16 is widened to float32 by the same conversion on both paths.
  */
 #include <fcntl.h>
@@ -51,7 +52,8 @@ void sl_log_map_chunks(sl_log_reader *r)
             r->caddr[2 * k + (size_t)c] = addr, r->csize[2 * k + (size_t)c] = size, r->cmask[2 * k + (size_t)c] = mask;
         }
     void *m = ok ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
-    if (fd >= 0) close(fd);
+    if (m != MAP_FAILED) r->map_fd = fd;
+    else if (fd >= 0) close(fd);
     if (m == MAP_FAILED) {
         free(r->caddr), free(r->csize), free(r->cmask);
         r->caddr = r->csize = NULL, r->cmask = NULL;
@@ -65,16 +67,19 @@ void sl_log_map_chunks(sl_log_reader *r)
 
 int sl_log_dist_direct(const sl_log_reader *r) { return r->map != NULL; }
 
-/* Maps a raw chunk's pages in one call (Linux >= 5.14) instead of one fault per 64 KiB: a raw
- * float32 chunk is otherwise read at the speed of page faults, not of memory. Best effort: on
- * older kernels the madvise fails and the pages fault in as usual. */
-static void populate(const unsigned char *src, size_t bytes)
+/* want bytes of the file at off into dst (pread, the page cache copied once): a raw float32 chunk
+ * read this way took the analyze benchmark's float32 pass 0.109 -> 0.076 s, against the mapping
+ * with its pages populated per chunk (MADV_POPULATE_READ; faulting them one by one was slower
+ * still). A file cut short since it was opened is an error, not a SIGBUS. */
+static int read_at(const sl_log_reader *r, void *dst, size_t want, uint64_t off)
 {
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#endif
-    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)src & ~(pg - 1), b = (uintptr_t)src + bytes;
-    (void)madvise((void *)a, b - a, MADV_POPULATE_READ);
+    size_t got = 0;
+    while (got < want) {
+        ssize_t n = pread(r->map_fd, (char *)dst + got, want - got, (off_t)(off + got));
+        if (n <= 0) return -1;
+        got += (size_t)n;
+    }
+    return 0;
 }
 
 int sl_log_dist_prepare(sl_log_reader *r, int nt)
@@ -131,11 +136,15 @@ int sl_log_dist_chunk(sl_log_reader *r, size_t k, int tid, const float **p, cons
         } else if (r->csize[s] != bytes) {
             return sl_fail(SL_EINPUT, "%s: /distributions chunk at row %zu has %llu bytes, expected %zu", r->path, k * ch,
                            (unsigned long long)r->csize[s], bytes);
-        } else {
-            populate(src, bytes);
+        } else { /* raw: float32 straight into the float buffer, float16 into the inflate buffer */
+            unsigned char *z = esz == 4 ? (unsigned char *)(r->fs[tid] + (size_t)c * ch * V) : r->zs[tid] + (size_t)c * bytes;
+            if (read_at(r, z, *rows * V * esz, r->caddr[s]))
+                return sl_fail(SL_EINPUT, "%s: cannot read the /distributions chunk at row %zu (file cut short?)", r->path,
+                               k * ch);
+            src = z;
         }
         if (esz == 4 && ((uintptr_t)src % sizeof(float)) == 0) {
-            *out[c] = (const float *)(const void *)src; /* straight from the page cache or the inflate buffer */
+            *out[c] = (const float *)(const void *)src; /* the read or the inflate buffer */
         } else {
             float *f = r->fs[tid] + (size_t)c * ch * V;
             if (esz == 2) sl_half_f16_to_f32_n((const uint16_t *)(const void *)src, f, *rows * V);

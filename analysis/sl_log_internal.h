@@ -84,6 +84,7 @@ struct sl_log_reader {
     /* direct access: the file mapped read-only and every distribution chunk's place in it */
     const unsigned char *map;
     size_t map_len;
+    int map_fd;              /* the file, open for pread (raw float32 chunks), or -1 */
     size_t n_chunks;
     uint64_t *caddr, *csize; /* (n_chunks, 2): p then q */
     uint32_t *cmask;         /* (n_chunks, 2) */

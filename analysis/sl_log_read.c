@@ -55,6 +55,7 @@ void sl_log_close(sl_log_reader *r)
     for (int i = 0; i < r->n_dc; i++) libdeflate_free_decompressor(r->dc[i]);
     free(r->dc);
     if (r->map) munmap((void *)r->map, r->map_len);
+    if (r->map_fd >= 0) close(r->map_fd);
     free(r->caddr), free(r->csize), free(r->cmask);
     for (int i = 0; i < r->nt_scratch; i++) free(r->zs[i]), free(r->fs[i]);
     free(r->zs), free(r->fs);
@@ -138,6 +139,7 @@ static int open_checked(sl_log_reader **out, const char *path)
     if (!r) return sl_fail(SL_EFAIL, "out of memory");
     r->path = strdup(path);
     r->cache_chunk = -1;
+    r->map_fd = -1;
     r->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     int rc = SL_OK;
     char buf[256];
