@@ -525,6 +525,7 @@ static inline __attribute__((always_inline)) void norm_rows(float *y, const floa
         }
         for (size_t t = 0; t < R; t++) inv[t] = 1.0 / sqrt(s[t] / (double)d + eps);
         for (size_t t = 0; t < R; t++)
+#pragma omp simd
             for (size_t i = 0; i < d; i++)
                 y[t * d + i] = (float)(((double)x[t * d + i] - mean[t]) * inv[t]) * w[i] + b[i];
     } else {
@@ -534,6 +535,7 @@ static inline __attribute__((always_inline)) void norm_rows(float *y, const floa
         }
         for (size_t t = 0; t < R; t++) inv[t] = 1.0 / sqrt(s[t] / (double)d + eps);
         for (size_t t = 0; t < R; t++)
+#pragma omp simd
             for (size_t i = 0; i < d; i++) y[t * d + i] = (float)(x[t * d + i] * inv[t]) * w[i];
     }
 }
