@@ -641,6 +641,14 @@ static int make_model(const char *path, const char *dtype, double unused)
 
 int main(void)
 {
+    const char *parts = getenv("BENCH_ENGINE_PARTS");
+    /* BENCH_ENGINE_PARTS=stream: the STREAM-like reading alone, at OMP_NUM_THREADS (what
+     * tests/peer/bench_decode.py takes as one core's roofline beside its one-thread decodes). */
+    if (parts && !strcmp(parts, "stream")) {
+        printf("STREAM-like read bandwidth (1 GiB, %d thread(s), best of %d): %.2f GB/s\n", omp_get_max_threads(), REPS,
+               stream_in_child() / 1e9);
+        return 0;
+    }
     const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
     char p32[512], p16[512];
     const char *tag = large_shape() ? "774m" : "124m";
@@ -659,7 +667,6 @@ int main(void)
     int rc = 0;
     /* BENCH_ENGINE_PARTS=family: one STREAM-like reading, then the shipped target only (what
      * tests/bench/phase_sweep.sh repeats). */
-    const char *parts = getenv("BENCH_ENGINE_PARTS");
     const int family_only = parts && !strcmp(parts, "family");
     for (int k = 0; k < (family_only ? 1 : 2); k++) {
         double b = stream_in_child();

@@ -273,6 +273,54 @@ def main(argv):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def one_core_gbs():
+    """One core's STREAM-like read bandwidth now (bench_engine's pass over 1 GiB, one thread, best of 9),
+    or None where bench_engine is not built."""
+    exe = os.path.join(os.environ.get("BUILD", "build"), "bench", "bench_engine")
+    if not os.access(exe, os.X_OK):
+        return None
+    out = subprocess.run([exe], env=dict(os.environ, OMP_NUM_THREADS="1", BENCH_ENGINE_PARTS="stream"),
+                         capture_output=True, text=True).stdout
+    m = re.search(r"best of \d+\): ([0-9.]+) GB/s", out)
+    return float(m.group(1)) if m else None
+
+
+def weight_bytes_per_token(path):
+    """Bytes of the matrices one decoded token reads from a speclab model file: every 2-D tensor but
+    the token embedding (one row of it is read), which counts whole when it is also the unembedding."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        h = json.loads(f.read(n))
+    mats = {k: v for k, v in h.items() if k != "__metadata__" and len(v["shape"]) == 2}
+    size = {k: v["data_offsets"][1] - v["data_offsets"][0] for k, v in mats.items()}
+    emb = [k for k in size if k.startswith("tok_emb")]
+    tied = not any(k.startswith("lm_head") for k in size)
+    return sum(b for k, b in size.items() if k not in emb or tied)
+
+
+def roofline(res, m, gbs):
+    """One thread's decodes against one core's STREAM-like pass: a memory-bound decode cannot read its
+    weights much faster than that pass, so a peer already near it leaves no room for 1.1x."""
+    if not gbs:
+        print("one core's STREAM-like bandwidth: not measured (build/bench/bench_engine is built by make bench)")
+        return
+    best = max(gbs)
+    print(f"\none thread against one core's STREAM-like read pass (bench_engine, 1 GiB, best of 9; taken before "
+          f"each round: {', '.join(f'{g:.1f}' for g in gbs)} GB/s, best {best:.1f}):")
+    for (name, threads), v in sorted(res.items()):
+        if threads != 1:
+            continue
+        dt = "f16" if name.endswith("f16") else "f32"
+        wb = weight_bytes_per_token(m[dt])
+        a, b = statistics.median(v["speclab"]) * wb / 1e9, statistics.median(v["peer"]) * wb / 1e9
+        line = (f"  {name}: {wb / 1e6:.0f} MB of weights per token; speclab reads {a:.1f} GB/s ({100 * a / best:.0f}% of "
+                f"the pass), the peer {b:.1f} GB/s ({100 * b / best:.0f}%)")
+        if b * TARGET_RATIO > best and a <= best:
+            line += (f"; {TARGET_RATIO}x the peer would read {b * TARGET_RATIO:.1f} GB/s, above the pass: out of reach "
+                     f"on one thread in this run")
+        print(line)
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -302,7 +350,12 @@ def run(rounds, n, thread_list, shape, tmp, spec, plain):
         pairs += [("llamacpp.f32", "f32", "llama.cpp", m["gguf_f32"]), ("llamacpp.f16", "f16", "llama.cpp", m["gguf_f16"])]
     res = {}
     ids = {}
+    gbs = []
     for rnd in range(rounds):
+        if pairs and 1 in thread_list:
+            g = one_core_gbs()
+            if g:
+                gbs.append(g)
         for threads in thread_list:
             for name, dt, kind, f in pairs:
                 key = (name, threads)
@@ -336,6 +389,7 @@ def run(rounds, n, thread_list, shape, tmp, spec, plain):
                       f"{got['peer']:7.2f} tokens/s", flush=True)
     if res:
         summary(res, n, rounds)
+        roofline(res, m, gbs)
     spec_lines = []
     if spec and not no_llamacpp:
         spec_lines = run_spec(rounds, n, thread_list, tmp)
