@@ -430,6 +430,59 @@ Test(engine, logits_match_pytorch_reference)
     }
 }
 
+/* The element-wise kernels (GELU, SiLU times up, the attention's exponentials) run 16 lanes at a
+ * time in the AVX-512 build and 8 in the AVX2 build: the same operations per element, so the same
+ * bits (memcmp), for every length from 1 to 70 and a few long ones (tails of 1..15 after the 16-lane
+ * part, of 1..7 after the 8-lane part), on values over [-40, 40] with the special values mixed in
+ * (NaN, infinities, zeros of both signs, the exponential's range edges); the exponentials also
+ * equal the C library's expf (the test below checks that range densely). Skipped where the CPU
+ * has no AVX-512. */
+Test(engine, elementwise_kernels_same_bits_in_both_builds)
+{
+    if (sl_kern_select(SL_KERN_WIDE) != SL_KERN_WIDE) {
+        sl_kern_select(SL_KERN_AUTO);
+        cr_skip_test("no AVX-512 on this CPU");
+    }
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 77);
+    const float special[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, -104.5f, -103.97f, 88.72f, 88.73f, 1e-45f, -1e-45f};
+    size_t lens[80], nl = 0;
+    for (size_t n = 1; n <= 70; n++) lens[nl++] = n;
+    lens[nl++] = 511, lens[nl++] = 512, lens[nl++] = 2047, lens[nl++] = 4103;
+    for (size_t li = 0; li < nl; li++) {
+        const size_t n = lens[li];
+        float *x = malloc(n * 4), *g = malloc(n * 4), *out[2][3];
+        for (size_t i = 0; i < n; i++) {
+            x[i] = 40 * frand(r), g[i] = 40 * frand(r);
+            if (gsl_rng_uniform(r) < 0.05) x[i] = special[gsl_rng_uniform_int(r, sizeof special / sizeof *special)];
+        }
+        for (int isa = 0; isa < 2; isa++) {
+            sl_kern_select(isa ? SL_KERN_WIDE : SL_KERN_AVX2);
+            for (int k = 0; k < 3; k++) {
+                out[isa][k] = malloc(n * 4);
+                memcpy(out[isa][k], k == 1 ? g : x, n * 4);
+            }
+            sl_kern_gelu(out[isa][0], n);
+            sl_kern_silu_mul(out[isa][1], x, n); /* up = g, gate = x */
+            sl_kern_exp_shifted(out[isa][2], n, 0.75f);
+        }
+        sl_kern_select(SL_KERN_AUTO);
+        for (int k = 0; k < 3; k++)
+            for (size_t i = 0; i < n; i++)
+                cr_assert(memcmp(&out[0][k][i], &out[1][k][i], 4) == 0, "%s, n = %zu, element %zu (x = %a): AVX2 %a, AVX-512 %a",
+                          k == 0 ? "gelu" : k == 1 ? "silu_mul" : "exp_shifted", n, i, x[i], out[0][k][i], out[1][k][i]);
+        for (size_t i = 0; i < n; i++) {
+            const float want = expf(x[i] - 0.75f);
+            cr_assert(memcmp(&want, &out[1][2][i], 4) == 0 || (want != want && out[1][2][i] != out[1][2][i]),
+                      "n = %zu, x = %a: expf %a, exp_shifted %a", n, x[i] - 0.75f, want, out[1][2][i]);
+        }
+        for (int isa = 0; isa < 2; isa++)
+            for (int k = 0; k < 3; k++) free(out[isa][k]);
+        free(x), free(g);
+    }
+    gsl_rng_free(r);
+}
+
 /* sl_kern_exp_shifted and sl_kern_expf give the C library's expf bit for bit (glibc >= 2.28, whose
  * algorithm they copy): every 13th float from -104 to 88.7 (beyond, 0 and infinity), shifted and
  * not, and the special values. Exact equality: the attention's weights, and so the logits, stay the
