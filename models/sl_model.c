@@ -607,30 +607,54 @@ static void rope(const sl_model_ctx *c, float *v, size_t n_heads, size_t pos)
 /* Tokens per attention job. */
 #define SL_ATT_TOKENS 8
 
-/* mx[i] = the maximum of s[i][0 .. common - 1] for i < T, the T rows side by side (each row's
- * comparisons in order j, as one row alone: the same result). */
-static inline __attribute__((always_inline)) void softmax_max(float *mx, float *const *s, size_t common, size_t T)
+/* Softmax of the scores of T tokens (rows s[i], token i with common + i keys): the maximum,
+ * s[i][j] = expf(s[i][j] - max) (to the bit), the sum in double, in order j, and the weights
+ * s[i][j] / sum. The maxima and sums are chains of dependent operations; over the keys every token
+ * has (j < common), the T chains run side by side, each in its own order, so each row gets the
+ * operations it would alone. T is a literal in each use (see softmax_rows). */
+static inline __attribute__((always_inline)) void softmax_group(float *const *s, size_t common, size_t T)
 {
-    float m[SL_ATT_TOKENS];
-    for (size_t i = 0; i < T; i++) m[i] = -INFINITY;
+    float mx[SL_ATT_TOKENS];
+    double sum[SL_ATT_TOKENS];
+    for (size_t i = 0; i < T; i++) mx[i] = -INFINITY, sum[i] = 0;
     for (size_t j = 0; j < common; j++) {
 #pragma GCC unroll 8
         for (size_t i = 0; i < T; i++)
-            if (s[i][j] > m[i]) m[i] = s[i][j];
+            if (s[i][j] > mx[i]) mx[i] = s[i][j];
     }
-    for (size_t i = 0; i < T; i++) mx[i] = m[i];
-}
-
-/* sum[i] = s[i][0] + ... + s[i][common - 1] in double, in order j, for i < T, side by side. */
-static inline __attribute__((always_inline)) void softmax_sum(double *sum, float *const *s, size_t common, size_t T)
-{
-    double a[SL_ATT_TOKENS];
-    for (size_t i = 0; i < T; i++) a[i] = 0;
+    for (size_t i = 0; i < T; i++) {
+        float *st = s[i], m = mx[i];
+        const size_t len = common + i;
+        for (size_t j = common; j < len; j++)
+            if (st[j] > m) m = st[j];
+        sl_kern_exp_shifted(st, len, m);
+    }
     for (size_t j = 0; j < common; j++) {
 #pragma GCC unroll 8
-        for (size_t i = 0; i < T; i++) a[i] += s[i][j];
+        for (size_t i = 0; i < T; i++) sum[i] += s[i][j];
     }
-    for (size_t i = 0; i < T; i++) sum[i] = a[i];
+    for (size_t i = 0; i < T; i++) {
+        float *st = s[i];
+        const size_t len = common + i;
+        double z = sum[i];
+        for (size_t j = common; j < len; j++) z += st[j];
+        const float inv = (float)(1.0 / z);
+        for (size_t j = 0; j < len; j++) st[j] *= inv;
+    }
+}
+
+static void softmax_rows(float *const *s, size_t common, size_t T)
+{
+    switch (T) {
+    case 1: softmax_group(s, common, 1); break;
+    case 2: softmax_group(s, common, 2); break;
+    case 3: softmax_group(s, common, 3); break;
+    case 4: softmax_group(s, common, 4); break;
+    case 5: softmax_group(s, common, 5); break;
+    case 6: softmax_group(s, common, 6); break;
+    case 7: softmax_group(s, common, 7); break;
+    default: softmax_group(s, common, 8); break;
+    }
 }
 
 /* One job of the attention below: head h for tokens t0 .. t1 - 1 (job = g * n_head + h, token group
@@ -654,47 +678,7 @@ static void attention_job(sl_model_ctx *c, const float *K, const float *V, long 
             const size_t len = pos + t + 1, j1 = j0 + SL_ATT_TILE < len ? j0 + SL_ATT_TILE : len;
             if (j0 < j1) sl_kern_dots(s[t - t0] + j0, c->q + t * qd + h * hd, Kh + j0 * hd, hd, j1 - j0, hd, scale);
         }
-    /* Softmax of each token's scores: the maximum, st[j] = expf(st[j] - max) (to the bit), the
-     * sum in double, in order j, and the weights p_j = st[j] / sum. The tokens' maxima and sums
-     * are chains of dependent operations; over the keys every token of the group has, they run
-     * side by side (one chain per token, each in its own order). */
-    const size_t T = t1 - t0, common = pos + t0 + 1;
-    float mx[SL_ATT_TOKENS];
-    double sum[SL_ATT_TOKENS];
-    switch (T) {
-    case 1: softmax_max(mx, s, common, 1); break;
-    case 2: softmax_max(mx, s, common, 2); break;
-    case 3: softmax_max(mx, s, common, 3); break;
-    case 4: softmax_max(mx, s, common, 4); break;
-    case 5: softmax_max(mx, s, common, 5); break;
-    case 6: softmax_max(mx, s, common, 6); break;
-    case 7: softmax_max(mx, s, common, 7); break;
-    default: softmax_max(mx, s, common, 8); break;
-    }
-    for (size_t i = 0; i < T; i++) {
-        float *st = s[i];
-        const size_t len = common + i;
-        for (size_t j = common; j < len; j++)
-            if (st[j] > mx[i]) mx[i] = st[j];
-        sl_kern_exp_shifted(st, len, mx[i]);
-    }
-    switch (T) {
-    case 1: softmax_sum(sum, s, common, 1); break;
-    case 2: softmax_sum(sum, s, common, 2); break;
-    case 3: softmax_sum(sum, s, common, 3); break;
-    case 4: softmax_sum(sum, s, common, 4); break;
-    case 5: softmax_sum(sum, s, common, 5); break;
-    case 6: softmax_sum(sum, s, common, 6); break;
-    case 7: softmax_sum(sum, s, common, 7); break;
-    default: softmax_sum(sum, s, common, 8); break;
-    }
-    for (size_t i = 0; i < T; i++) {
-        float *st = s[i];
-        const size_t len = common + i;
-        for (size_t j = common; j < len; j++) sum[i] += st[j];
-        const float inv = (float)(1.0 / sum[i]);
-        for (size_t j = 0; j < len; j++) st[j] *= inv;
-    }
+    softmax_rows(s, pos + t0 + 1, t1 - t0); /* the group's first token has pos + t0 + 1 keys */
     for (size_t j0 = 0; j0 < len_max; j0 += SL_ATT_TILE)
         for (size_t t = t0; t < t1; t++) {
             const size_t len = pos + t + 1, j1 = j0 + SL_ATT_TILE < len ? j0 + SL_ATT_TILE : len;
