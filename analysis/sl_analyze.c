@@ -351,7 +351,8 @@ static int dists_pass(sl_log_reader *r, const sl_analyze_opts *o, sl_analyze_res
     size_t n_chunks = (total + ch - 1) / ch, c_lo, c_hi;
     sl_mpi_share(n_chunks, &c_lo, &c_hi);
     const size_t r_lo = c_lo * ch, r_hi = c_hi * ch < total ? c_hi * ch : total;
-    /* Direct access decodes in place, so blocks can be larger: 16 chunks a thread instead of 4. */
+    /* Direct access decodes each chunk into its thread's scratch (no block buffers), so blocks can be
+     * larger: 16 chunks a thread instead of 4. */
     size_t block = ch * (size_t)((direct ? 16 : 4) * nt);
     float *p = direct ? NULL : malloc(block * V * sizeof *p), *q = direct ? NULL : malloc(block * V * sizeof *q);
     row_stats *rs = malloc(block * sizeof *rs);
@@ -367,10 +368,9 @@ static int dists_pass(sl_log_reader *r, const sl_analyze_opts *o, sl_analyze_res
         size_t n = r_hi - first < block ? r_hi - first : block;
         if (!o->beta_only) rc = sl_log_read_positions(r, first, &pb);
         if (rc) break;
-        if (direct) { /* decode and compute chunk by chunk on nt threads, no copies of raw chunks */
+        if (direct) { /* read, decode and compute chunk by chunk on nt threads */
             chunk_job job = {r, first / ch, ch, V, nl, inv_l, o->beta_only, rs, bad, -1};
             sl_log_parallel((n + ch - 1) / ch, nt, chunk_one, &job);
-            sl_log_dist_release(r, first / ch, first / ch + (n + ch - 1) / ch);
             if (job.err_chunk >= 0) {
                 const float *a, *b2;
                 size_t nr;

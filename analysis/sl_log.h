@@ -214,17 +214,14 @@ void sl_log_costs_free(sl_log_costs *c);
  * `threads` threads (0 = OpenMP default); fast = 0 goes through H5Dread (the naive twin). */
 size_t sl_log_dist_rows_per_chunk(const sl_log_reader *r);
 int sl_log_read_dists(sl_log_reader *r, size_t first, size_t n, float *p, float *q, int fast, int threads);
-/* Direct access for parallel readers: when sl_log_dist_direct is true (the file is mapped and every
- * chunk located), sl_log_dist_chunk may be called from many threads at once (tid in [0, nt) after
- * sl_log_dist_prepare(r, nt)): it points *p and *q at chunk k's rows (*rows of them, (rows, V)
- * float32), straight into the mapped file when the chunk is raw float32, else into thread tid's
- * scratch after inflating (libdeflate) and/or widening float16. No HDF5 call is made. */
+/* Direct access for parallel readers: when sl_log_dist_direct is true (every chunk located, the file
+ * open for pread), sl_log_dist_chunk may be called from many threads at once (tid in [0, nt) after
+ * sl_log_dist_prepare(r, nt)): it reads chunk k and points *p and *q at its rows (*rows of them,
+ * (rows, V) float32) in thread tid's scratch, after inflating (libdeflate) and/or widening float16.
+ * No HDF5 call is made. */
 int sl_log_dist_direct(const sl_log_reader *r);
 int sl_log_dist_prepare(sl_log_reader *r, int nt);
 int sl_log_dist_chunk(sl_log_reader *r, size_t k, int tid, const float **p, const float **q, size_t *rows);
-/* Drops chunks [k0, k1) from the mapping once no thread uses them, so that resident memory stays
- * bounded by a block of chunks whatever the file size (the pages stay in the page cache). */
-void sl_log_dist_release(sl_log_reader *r, size_t k0, size_t k1);
 
 /* One row (random access, e.g. for a Monte Carlo row source), as doubles. Caches one chunk. */
 int sl_log_read_row(sl_log_reader *r, size_t row, double *p, double *q);

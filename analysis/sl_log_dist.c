@@ -1,9 +1,8 @@
 /*
  * sl_log_dist.c: reading the full distributions of a measure log. The fast path fetches raw HDF5
  * chunks serially and inflates them with libdeflate on many threads (or, with direct access,
- * inflates chunks straight from the mapped file and reads raw ones with pread, without calling
- * HDF5); the naive twin goes through
- * H5Dread. float16 is widened to float32 by the same conversion on both paths.
+ * reads each chunk with pread and decodes it on many threads, without calling HDF5); the naive twin
+ * goes through H5Dread. float16 is widened to float32 by the same conversion on both paths.
  */
 #include <fcntl.h>
 #include <math.h>
@@ -14,7 +13,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,11 +22,14 @@
 
 /* ---- direct access ---- */
 
-/* Finds every distribution chunk's address in the file and maps the file, so that chunks can be
- * decoded on many threads without calling HDF5 (which is not thread-safe). Any surprise (a user
- * block, an unallocated chunk, an address beyond the end) leaves direct access off; the HDF5 paths
- * still work. */
-void sl_log_map_chunks(sl_log_reader *r)
+/* Finds every distribution chunk's address in the file and keeps the file open, so that chunks can
+ * be read (pread) and decoded on many threads without calling HDF5 (which is not thread-safe). Any
+ * surprise (a user block, an unallocated chunk, an address beyond the end) leaves direct access off;
+ * the HDF5 paths still work. Reading, not mapping: a raw float32 chunk read this way took the analyze
+ * benchmark's float32 pass 0.109 -> 0.076 s against the mapping with each chunk's pages populated
+ * (MADV_POPULATE_READ; faulting them one by one was slower still), and a file cut short while it is
+ * open gives an error instead of a SIGBUS. */
+void sl_log_locate_chunks(sl_log_reader *r)
 {
     size_t ch = r->dist_chunk, n = ch ? (r->rows[M_DIST] + ch - 1) / ch : 0;
     hid_t fcpl = H5Fget_create_plist(r->file);
@@ -51,40 +52,37 @@ void sl_log_map_chunks(sl_log_reader *r)
                  size > 0 && addr + size <= (uint64_t)st.st_size;
             r->caddr[2 * k + (size_t)c] = addr, r->csize[2 * k + (size_t)c] = size, r->cmask[2 * k + (size_t)c] = mask;
         }
-    void *m = ok ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
-    if (m != MAP_FAILED) r->map_fd = fd;
-    else if (fd >= 0) close(fd);
-    if (m == MAP_FAILED) {
+    if (!ok) {
+        if (fd >= 0) close(fd);
         free(r->caddr), free(r->csize), free(r->cmask);
         r->caddr = r->csize = NULL, r->cmask = NULL;
         return;
     }
-    madvise(m, (size_t)st.st_size, MADV_SEQUENTIAL);
-    r->map = m;
-    r->map_len = (size_t)st.st_size;
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    r->fd = fd;
     r->n_chunks = n;
 }
 
-int sl_log_dist_direct(const sl_log_reader *r) { return r->map != NULL; }
+int sl_log_dist_direct(const sl_log_reader *r) { return r->fd >= 0; }
 
-/* want bytes of the file at off into dst (pread, the page cache copied once): a raw float32 chunk
- * read this way took the analyze benchmark's float32 pass 0.109 -> 0.076 s, against the mapping
- * with its pages populated per chunk (MADV_POPULATE_READ; faulting them one by one was slower
- * still). A file cut short since it was opened is an error, not a SIGBUS. */
+/* want bytes of the file at off into dst; -1 when the file ends first. */
 static int read_at(const sl_log_reader *r, void *dst, size_t want, uint64_t off)
 {
     size_t got = 0;
     while (got < want) {
-        ssize_t n = pread(r->map_fd, (char *)dst + got, want - got, (off_t)(off + got));
+        ssize_t n = pread(r->fd, (char *)dst + got, want - got, (off_t)(off + got));
         if (n <= 0) return -1;
         got += (size_t)n;
     }
     return 0;
 }
 
+/* The most a stored deflated chunk may take: zlib's worst case for incompressible data, with room. */
+static size_t max_zchunk(size_t bytes) { return bytes + bytes / 500 + 1024; }
+
 int sl_log_dist_prepare(sl_log_reader *r, int nt)
 {
-    if (!r->map) return sl_fail(SL_EFAIL, "no direct access to %s", r->path);
+    if (r->fd < 0) return sl_fail(SL_EFAIL, "no direct access to %s", r->path);
     size_t V = r->meta.vocab_size, ch = r->dist_chunk, esz = r->dist_type == SL_LOG_DIST_F16 ? 2 : 4;
     if (r->n_dc < nt) {
         r->dc = realloc(r->dc, (size_t)nt * sizeof *r->dc);
@@ -92,29 +90,19 @@ int sl_log_dist_prepare(sl_log_reader *r, int nt)
         r->n_dc = nt;
     }
     if (r->nt_scratch < nt) {
+        r->zc = realloc(r->zc, (size_t)nt * sizeof *r->zc);
         r->zs = realloc(r->zs, (size_t)nt * sizeof *r->zs);
         r->fs = realloc(r->fs, (size_t)nt * sizeof *r->fs);
         for (int i = r->nt_scratch; i < nt; i++) {
+            r->zc[i] = malloc(max_zchunk(ch * V * esz));
             r->zs[i] = malloc(2 * ch * V * esz);
             r->fs[i] = malloc(2 * ch * V * sizeof(float));
         }
         r->nt_scratch = nt;
     }
     for (int i = 0; i < nt; i++)
-        if (!r->dc[i] || !r->zs[i] || !r->fs[i]) return sl_fail(SL_EFAIL, "out of memory");
+        if (!r->dc[i] || !r->zc[i] || !r->zs[i] || !r->fs[i]) return sl_fail(SL_EFAIL, "out of memory");
     return SL_OK;
-}
-
-void sl_log_dist_release(sl_log_reader *r, size_t k0, size_t k1)
-{
-    if (!r->map) return;
-    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-    for (size_t s = 2 * k0; s < 2 * k1 && s < 2 * r->n_chunks; s++) {
-        uintptr_t a = (uintptr_t)(r->map + r->caddr[s]), b = a + r->csize[s];
-        a &= ~(pg - 1);
-        /* File-backed pages: dropping them from this mapping keeps them in the page cache. */
-        madvise((void *)a, b - a, MADV_DONTNEED);
-    }
 }
 
 int sl_log_dist_chunk(sl_log_reader *r, size_t k, int tid, const float **p, const float **q, size_t *rows)
@@ -125,12 +113,19 @@ int sl_log_dist_chunk(sl_log_reader *r, size_t k, int tid, const float **p, cons
     const float **out[2] = {p, q};
     for (int c = 0; c < 2; c++) {
         size_t s = 2 * k + (size_t)c;
-        const unsigned char *src = r->map + r->caddr[s];
+        const unsigned char *src;
         int deflated = r->dist_deflate == 1 && !(r->cmask[s] & 1);
         if (deflated) {
             unsigned char *z = r->zs[tid] + (size_t)c * bytes;
             size_t got = 0;
-            if (libdeflate_zlib_decompress(r->dc[tid], src, r->csize[s], z, bytes, &got) != LIBDEFLATE_SUCCESS || got != bytes)
+            if (r->csize[s] > max_zchunk(bytes))
+                return sl_fail(SL_EINPUT, "%s: /distributions chunk at row %zu takes %llu bytes, more than deflate makes of %zu",
+                               r->path, k * ch, (unsigned long long)r->csize[s], bytes);
+            if (read_at(r, r->zc[tid], r->csize[s], r->caddr[s]))
+                return sl_fail(SL_EINPUT, "%s: cannot read the /distributions chunk at row %zu (file cut short?)", r->path,
+                               k * ch);
+            if (libdeflate_zlib_decompress(r->dc[tid], r->zc[tid], r->csize[s], z, bytes, &got) != LIBDEFLATE_SUCCESS ||
+                got != bytes)
                 return sl_fail(SL_EINPUT, "%s: /distributions chunk at row %zu does not inflate (corrupt file?)", r->path, k * ch);
             src = z;
         } else if (r->csize[s] != bytes) {

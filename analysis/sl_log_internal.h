@@ -81,14 +81,13 @@ struct sl_log_reader {
     int n_h16;
     struct libdeflate_decompressor **dc; /* per thread */
     int n_dc;
-    /* direct access: the file mapped read-only and every distribution chunk's place in it */
-    const unsigned char *map;
-    size_t map_len;
-    int map_fd;              /* the file, open for pread (raw float32 chunks), or -1 */
+    /* direct access: the file open for pread and every distribution chunk's place in it */
+    int fd;                  /* -1: no direct access */
     size_t n_chunks;
     uint64_t *caddr, *csize; /* (n_chunks, 2): p then q */
     uint32_t *cmask;         /* (n_chunks, 2) */
     int nt_scratch;
+    unsigned char **zc;      /* per thread: one compressed chunk as read */
     unsigned char **zs;      /* per thread: (chunk bytes) inflated chunk */
     float **fs;              /* per thread: (2, chunk rows, V) float copies when needed */
     /* random access cache */
@@ -96,9 +95,9 @@ struct sl_log_reader {
     float *cache_p, *cache_q; /* (dist_chunk, V) */
 };
 
-/* Called by sl_log_open, defined in sl_log_dist.c: maps the file and locates every distribution chunk, or
- * leaves direct access off. */
-void sl_log_map_chunks(sl_log_reader *r);
+/* Called by sl_log_open, defined in sl_log_dist.c: locates every distribution chunk and keeps the file
+ * open for pread, or leaves direct access off. */
+void sl_log_locate_chunks(sl_log_reader *r);
 
 /* Every stored pmf row must sum to 1 within sl_log_row_sum_tol (float16 and float32 rounding
  * bounds, sl_log_read.c says how): sl_log_check_row_sums fails naming the first row that does not.

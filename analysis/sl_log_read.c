@@ -10,7 +10,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,11 +53,10 @@ void sl_log_close(sl_log_reader *r)
     free(r->h16);
     for (int i = 0; i < r->n_dc; i++) libdeflate_free_decompressor(r->dc[i]);
     free(r->dc);
-    if (r->map) munmap((void *)r->map, r->map_len);
-    if (r->map_fd >= 0) close(r->map_fd);
+    if (r->fd >= 0) close(r->fd);
     free(r->caddr), free(r->csize), free(r->cmask);
-    for (int i = 0; i < r->nt_scratch; i++) free(r->zs[i]), free(r->fs[i]);
-    free(r->zs), free(r->fs);
+    for (int i = 0; i < r->nt_scratch; i++) free(r->zc[i]), free(r->zs[i]), free(r->fs[i]);
+    free(r->zc), free(r->zs), free(r->fs);
     free(r->cache_p);
     free(r->cache_q);
     free(r->path);
@@ -139,7 +137,7 @@ static int open_checked(sl_log_reader **out, const char *path)
     if (!r) return sl_fail(SL_EFAIL, "out of memory");
     r->path = strdup(path);
     r->cache_chunk = -1;
-    r->map_fd = -1;
+    r->fd = -1;
     r->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     int rc = SL_OK;
     char buf[256];
@@ -244,7 +242,7 @@ static int open_checked(sl_log_reader **out, const char *path)
         H5Gclose(g);
         if (!rc && def->optional) r->has_dists = 1;
     }
-    if (!rc && r->has_dists && r->dist_deflate >= 0) sl_log_map_chunks(r);
+    if (!rc && r->has_dists && r->dist_deflate >= 0) sl_log_locate_chunks(r);
     if (!rc && r->has_dists && r->rows[M_DIST] != r->rows[M_POS])
         rc = sl_fail(SL_EINPUT, "%s: /distributions has %zu rows, /positions has %zu", path, r->rows[M_DIST], r->rows[M_POS]);
     if (!rc) rc = check_sequences(r);

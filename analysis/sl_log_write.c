@@ -234,9 +234,9 @@ static int table_w_create(table_w *t, hid_t file, const table_def *def, size_t V
         if (lv > 0) H5Pset_deflate(pl, (unsigned)lv);
         /* Per-row columns carry a Fletcher-32 checksum per chunk, checked by every H5Dread (a damaged
          * chunk is an error, not garbage handed to the inflater). Distribution chunks do not: they
-         * are written (H5Dwrite_chunk) and read (H5Dread_chunk, or straight from the mapped file)
+         * are written (H5Dwrite_chunk) and read (H5Dread_chunk, or with pread for direct access)
          * around the filter pipeline, so the checksum would have to be computed and verified here, a
-         * pass over every byte that the in-place float32 read exists to avoid; instead the reader
+         * pass over every byte that the direct float32 read exists to avoid; instead the reader
          * checks each chunk's size, that it inflates to exactly that size, and every value and row
          * sum (LOG_SCHEMA.md, Reading). */
         if (!is_dist) H5Pset_fletcher32(pl);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sl_analyze.h"
@@ -178,7 +179,7 @@ Test(log, fast_reader_equals_naive)
     rm_tmp();
 }
 
-/* Direct chunk access (mapped file, no HDF5 calls) against H5Dread, on logs whose chunks are
+/* Direct chunk access (pread, no HDF5 calls) against H5Dread, on logs whose chunks are
  * deflated (patterned pmfs) and raw (random synthetic pmfs: float32 deflates by < 10%). */
 Test(log, direct_chunks_equal_naive)
 {
@@ -226,6 +227,34 @@ Test(log, direct_chunks_equal_naive)
             cr_assert_eq(memcmp(q1, q2, rows * V * 4), 0, "%s chunk %zu: q differs", path[f], k);
         }
         free(p2), free(q2);
+        sl_log_close(r);
+    }
+    rm_tmp();
+}
+
+/* A log cut short while it is open (another process truncating it to a third): direct access reads
+ * chunks with pread, so a chunk past the new end is a one-line error naming the file, not a SIGBUS,
+ * and closing works. float32 (raw chunks) and float16 (deflated). */
+Test(log, direct_chunk_of_a_file_cut_short_is_an_error)
+{
+    mk_tmp();
+    size_t len[3] = {300, 211, 500};
+    for (int d = 0; d < 2; d++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/cut%d.h5", tmpdir, d);
+        write_log(path, d ? SL_LOG_DIST_F16 : SL_LOG_DIST_F32, 1000, 3, len, 1);
+        sl_log_reader *r;
+        cr_assert_eq(sl_log_open(&r, path), SL_OK, "%s", sl_errmsg());
+        cr_assert(sl_log_dist_direct(r));
+        cr_assert_eq(sl_log_dist_prepare(r, 1), SL_OK);
+        const size_t ch = sl_log_dist_rows_per_chunk(r), last = (sl_log_n_rows(r) - 1) / ch;
+        struct stat st;
+        cr_assert_eq(stat(path, &st), 0);
+        cr_assert_eq(truncate(path, st.st_size / 3), 0);
+        const float *p, *q;
+        size_t rows;
+        cr_assert_eq(sl_log_dist_chunk(r, last, 0, &p, &q, &rows), SL_EINPUT, "%s: the last chunk read", path);
+        cr_assert(strstr(sl_errmsg(), "cut short") && strstr(sl_errmsg(), path), "%s", sl_errmsg());
         sl_log_close(r);
     }
     rm_tmp();
