@@ -146,5 +146,16 @@ P16=$($PY -c "print(','.join(['0.0625'] * 16))")
 bad2 "fuzz finding 6: verify --samples, libhdf5 SIGSEGV contained" "libhdf5 crashed" \
   verify --samples "$T/segv.h5" --samples-format hdf5 --p "$P16" --q "$P16" --gamma 2
 
+# ---- deflated distribution chunks replaced by garbage (the direct reader reads each with pread and
+# inflates it): one far larger than deflate makes of a chunk (131072 bytes of float16 here) is refused
+# before it is read; one of a plausible size does not inflate. ----
+mut "$T/float16.h5" "$T/zbig.h5" "f['distributions/p'].id.write_direct_chunk((0, 0), b'\\x07' * 300000, 0)"
+mut "$T/float16.h5" "$T/zbad.h5" "f['distributions/p'].id.write_direct_chunk((0, 0), b'\\x07' * 40, 0)"
+bad2 "deflated chunk of 300000 bytes" "/distributions chunk at row 0 takes 300000 bytes, more than deflate makes of 131072" \
+  analyze "$T/zbig.h5"
+bad2 "deflated chunk of garbage" "/distributions chunk at row 0 does not inflate" analyze "$T/zbad.h5"
+bad2 "deflated chunk of 300000 bytes, --validate" "/distributions chunk at row 0 is missing or corrupt" \
+  analyze --validate "$T/zbig.h5"
+
 [ $fail -eq 0 ] && echo "hardening.sh: all checks passed"
 exit $fail
