@@ -11,9 +11,10 @@
  * AVX2 for the same work). Rows longer than fit L1 with the pass's inputs are taken in chunks
  * across four rows at a time. f16 and bf16 weights are converted to float32 in registers as they
  * are loaded (F16C / shift), at half the bytes of f32. A matrix is read row-major (used in place
- * from the file's mapping) or in the packed layout below (sl_kern_pack: what models keep on
- * AVX-512 CPUs), whose passes hold 32 rows' outputs across the register lanes instead and need no
- * horizontal sums: at five tokens, 0.70-0.76 of the row-major passes' time on the shipped target.
+ * from the file's mapping) or in the packed layout below (sl_kern_pack: what models keep unless
+ * SL_PACK=0), whose passes hold 32 rows' outputs across the register lanes instead and need no
+ * horizontal sums: at five tokens, 0.70-0.76 of the row-major passes' time on the shipped target
+ * (AVX-512, Zen 5), 0.73-0.87 (AVX2, a Zen 3 VM; ad hoc, in alternation).
  * Inputs should be 64-byte aligned (sl_malloc_aligned) for speed; any alignment is correct.
  *
  * Determinism: each output y[t][o] is computed by one thread, in one fixed order (8-lane partial

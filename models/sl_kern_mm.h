@@ -198,8 +198,8 @@ static inline __attribute__((always_inline)) __m512 load16(const unsigned char *
  * stays one row (four interleaved rows made the shipped target's t(1) ~8% slower from memory),
  * and so do passes of 5..8 tokens: on the Xeon, whose f16 conversion competes with its
  * multiply-adds, one pass of 5 tokens over a row beat 3 + 2 tokens over four rows (32.4 vs 38.4 us).
- * On AVX-512 CPUs models keep their matrices packed (colpass below); these row-major passes serve
- * rows whose length is not a multiple of 32 elements, AVX2 CPUs and SL_PACK=0. */
+ * Models keep their matrices packed (colpass below); these row-major passes serve rows whose
+ * length is not a multiple of 32 elements, and SL_PACK=0. */
 static inline __attribute__((always_inline)) void block16(float *y, const float *x, const unsigned char *row,
                                                            sl_dtype dt, const float *bias, size_t in, size_t out,
                                                            size_t o, size_t t0, int T, int R, int add, span sp)
@@ -318,55 +318,64 @@ typedef __m256 cvec;
 #define CV_STORE _mm256_store_ps
 #define CV_LOADU _mm256_loadu_ps
 #define CV_STOREU _mm256_storeu_ps
-#define COL_TMAX 4
+#define COL_TMAX 6 /* 2 T accumulators, 2 weight vectors, a broadcast (see colpass) */
 #endif
-#define COL_ROWS (2 * CV_W) /* rows per pass: two vectors (the whole group of 32 with AVX-512) */
+#define COL_NV (32 / CV_W) /* vectors per group of 32 rows: 2 (AVX-512) or 4 (AVX2) */
 
-/* One pass of T tokens (from t0) over COL_ROWS rows o .. of a packed group, whose weights start at
- * w (the group's start plus the rows' offset in it). Input element (slot jj, block b, token t) is
- * at xs + jj * sj + b * sb + t * st, or with sj = 0 at xs + SL_KERN_COL_LANE(jj) + b * sb + t * st
- * (x read in place). For each slot, the rows' partial sums over the blocks, in order (as the
- * row-major passes sum lane j); each lane's four sums are added up as they come in the order of
- * finish() ((a0 + a1) + (a2 + a3)); then the fixed horizontal sum ((l0 + l4) + (l2 + l6)) +
- * ((l1 + l5) + (l3 + l7)), the bias and the residual, lane by lane: the bits of finish(). */
+/* One pass of T tokens (from t0) over the 32 rows o .. of a packed group, whose weights start at
+ * w. Input element (slot jj, block b, token t) is at xs + jj * sj + b * sb + t * st, or with sj = 0
+ * at xs + SL_KERN_COL_LANE(jj) + b * sb + t * st (x read in place). For each slot, the rows' partial
+ * sums over the blocks, in order (as the row-major passes sum lane j), NV vectors of rows at a time
+ * (the slot's rows in COL_NV / NV sweeps over its blocks, which stay in L1 between sweeps, so that
+ * the group is read from memory once, in order); each lane's four sums are added up as they come
+ * in the order of finish() ((a0 + a1) + (a2 + a3)); then the fixed horizontal sum ((l0 + l4) +
+ * (l2 + l6)) + ((l1 + l5) + (l3 + l7)), the bias and the residual, lane by lane: the bits of
+ * finish(). NV: 2 with AVX-512 (the whole group); with AVX2's 16 registers, 4 for one and two
+ * tokens (4 T accumulators, 4 weight vectors, a broadcast), 2 for three to six. */
 static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, const float *xs, size_t sj, size_t sb,
                                                            size_t st, const unsigned char *w, sl_dtype dt,
-                                                           size_t in, size_t o, size_t t0, int T)
+                                                           size_t in, size_t o, size_t t0, int T, int NV)
 {
     const size_t nb = in / 32, es = dt == SL_DT_F32 ? 4 : 2, step = 32 * es;
-    cvec acc[2][COL_TMAX];                                        /* (vector, token) */
-    float part[9][2][COL_TMAX][CV_W] __attribute__((aligned(64))); /* lanes l = 0..7, then a scratch */
+    cvec acc[4][COL_TMAX];                                              /* (vector, token) */
+    float part[9][COL_NV][COL_TMAX][CV_W] __attribute__((aligned(64))); /* lanes l = 0..7, then a scratch */
     for (int jj = 0; jj < 32; jj++) {
-#pragma GCC unroll 2
-        for (int v = 0; v < 2; v++)
-#pragma GCC unroll 8
-            for (int t = 0; t < T; t++) acc[v][t] = CV_ZERO();
         const unsigned char *wj = w + (size_t)jj * nb * step;
         const float *xj = xs + (sj ? (size_t)jj * sj : (size_t)SL_KERN_COL_LANE(jj));
-        for (size_t b = 0; b < nb; b++) {
-            prefetch_ahead(wj + b * step + SL_KERN_PREFETCH, dt);
-            const cvec w0 = CV_LOADW(wj + b * step, dt), w1 = CV_LOADW(wj + b * step + CV_W * es, dt);
-#pragma GCC unroll 8
-            for (int t = 0; t < T; t++) {
-                const cvec xb = CV_SET1(xj[b * sb + (size_t)t * st]);
-                acc[0][t] = CV_FMA(w0, xb, acc[0][t]);
-                acc[1][t] = CV_FMA(w1, xb, acc[1][t]);
-            }
-        }
         const int q = jj & 3, l = jj >> 2; /* the slot holds lane l + 8 q */
 #pragma GCC unroll 2
-        for (int v = 0; v < 2; v++)
+        for (int h = 0; h < COL_NV; h += NV) {
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++)
 #pragma GCC unroll 8
-            for (int t = 0; t < T; t++) {
-                float *pl = part[l][v][t], *sc = part[8][v][t];
-                if (q == 0) CV_STORE(pl, acc[v][t]);
-                else if (q == 1) CV_STORE(pl, CV_ADD(CV_LOAD(pl), acc[v][t]));
-                else if (q == 2) CV_STORE(sc, acc[v][t]);
-                else CV_STORE(pl, CV_ADD(CV_LOAD(pl), CV_ADD(CV_LOAD(sc), acc[v][t])));
+                for (int t = 0; t < T; t++) acc[v][t] = CV_ZERO();
+            for (size_t b = 0; b < nb; b++) {
+                const unsigned char *wb = wj + b * step + (size_t)h * CV_W * es;
+                prefetch_ahead(wj + b * step + SL_KERN_PREFETCH, dt);
+                cvec wv[4];
+#pragma GCC unroll 4
+                for (int v = 0; v < NV; v++) wv[v] = CV_LOADW(wb + (size_t)v * CV_W * es, dt);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const cvec xb = CV_SET1(xj[b * sb + (size_t)t * st]);
+#pragma GCC unroll 4
+                    for (int v = 0; v < NV; v++) acc[v][t] = CV_FMA(wv[v], xb, acc[v][t]);
+                }
             }
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    float *pl = part[l][h + v][t], *sc = part[8][h + v][t];
+                    if (q == 0) CV_STORE(pl, acc[v][t]);
+                    else if (q == 1) CV_STORE(pl, CV_ADD(CV_LOAD(pl), acc[v][t]));
+                    else if (q == 2) CV_STORE(sc, acc[v][t]);
+                    else CV_STORE(pl, CV_ADD(CV_LOAD(pl), CV_ADD(CV_LOAD(sc), acc[v][t])));
+                }
+        }
     }
     const size_t out = m->out;
-    for (int v = 0; v < 2; v++)
+    for (int v = 0; v < COL_NV; v++)
         for (int t = 0; t < T; t++) {
 #define SL_KERN_L(l) CV_LOAD(part[l][v][t])
             cvec s = CV_ADD(CV_ADD(CV_ADD(SL_KERN_L(0), SL_KERN_L(4)), CV_ADD(SL_KERN_L(2), SL_KERN_L(6))),
@@ -388,9 +397,11 @@ static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, c
         }
 }
 
-/* Group u of matrix m: all n tokens in ceil(n / COL_TMAX) passes of balanced size, each
- * over the group's rows COL_ROWS at a time; x transposed in xT (sl_kern_xt_fill), or read in place
- * when xT is NULL. */
+/* Vectors of rows per sweep of a pass of T tokens (see colpass). */
+#define COL_SWEEP(T) (COL_NV == 4 && (T) <= 2 ? 4 : 2)
+
+/* Group u of matrix m: all n tokens in ceil(n / COL_TMAX) passes of balanced size; x transposed in
+ * xT (sl_kern_xt_fill), or read in place when xT is NULL. */
 static inline __attribute__((always_inline)) void colunit(const sl_kern_mm *m, size_t u, const float *x, const float *xT,
                                                            size_t n, size_t in, sl_dtype dt)
 {
@@ -401,24 +412,24 @@ static inline __attribute__((always_inline)) void colunit(const sl_kern_mm *m, s
         const int T = (int)(base + (p < extra));
         const float *xs = xT ? xT + t : x + t * in;
         const size_t sj = xT ? (in / 32) * n : 0, sb = xT ? n : 32, st = xT ? 1 : in;
-        for (size_t r = 0; r < 32; r += COL_ROWS) {
 #define SL_KERN_COL_CASE(TT)                                                                                     \
-    case TT: colpass(m, xs, sj, sb, st, W + r * es, dt, in, o + r, t, TT); break;
-            switch (T) {
-                SL_KERN_COL_CASE(1)
-                SL_KERN_COL_CASE(2)
-                SL_KERN_COL_CASE(3)
-                SL_KERN_COL_CASE(4)
-#if COL_TMAX >= 8
-                SL_KERN_COL_CASE(5)
-                SL_KERN_COL_CASE(6)
-                SL_KERN_COL_CASE(7)
-                SL_KERN_COL_CASE(8)
+    case TT: colpass(m, xs, sj, sb, st, W, dt, in, o, t, TT, COL_SWEEP(TT)); break;
+        switch (T) {
+            SL_KERN_COL_CASE(1)
+            SL_KERN_COL_CASE(2)
+            SL_KERN_COL_CASE(3)
+            SL_KERN_COL_CASE(4)
+#if COL_TMAX >= 6
+            SL_KERN_COL_CASE(5)
+            SL_KERN_COL_CASE(6)
 #endif
-            default: break; /* T <= COL_TMAX by construction */
-            }
-#undef SL_KERN_COL_CASE
+#if COL_TMAX >= 8
+            SL_KERN_COL_CASE(7)
+            SL_KERN_COL_CASE(8)
+#endif
+        default: break; /* T <= COL_TMAX by construction */
         }
+#undef SL_KERN_COL_CASE
     }
 }
 

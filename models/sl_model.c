@@ -215,7 +215,7 @@ int sl_model_set_packing(int on)
 {
     if (on < 0) {
         const char *e = getenv("SL_PACK");
-        on = !(e && !strcmp(e, "0")) && sl_kern_current() == SL_KERN_WIDE;
+        on = !(e && !strcmp(e, "0"));
     }
     __atomic_store_n(&pack_mode, on ? 1 : 0, __ATOMIC_RELAXED);
     return on ? 1 : 0;

@@ -81,10 +81,11 @@ typedef struct {
 
 /* Whether models opened from now on keep their matrices in the kernel's packed layout
  * (sl_kern_pack in models/sl_kern.h: groups of 32 rows, column-major by lane; rows a multiple of
- * 32 elements): 1 yes, 0 no (row-major, used in place from the mapping), -1 the default: yes
- * where the AVX-512 build of the matmul runs (with AVX2, passes over packed weights were slower at
- * 1 to 3 tokens: t(1) 1.06-1.28x row-major on the shipped target, ad hoc), unless the environment
- * sets SL_PACK=0. The logits are the same bits either way
+ * 32 elements): 1 yes, 0 no (row-major, used in place from the mapping), -1 the default: yes,
+ * in both builds of the matmul, unless the environment sets SL_PACK=0 (the AVX2 build read packed
+ * weights in two sweeps of 16 rows, t(1) 1.06-1.28x row-major, until each 32-element slot's rows
+ * were taken in turn while the slot sits in L1: see colpass in models/sl_kern_mm.h). The logits
+ * are the same bits either way
  * (tests/test_engine.c); the packed copy replaces the mapping's pages in memory (they are released
  * as each matrix is packed), so the resident size stays about the weights'. Returns the setting
  * now in effect (0 or 1). Call it before opening, not concurrently with an open. */
