@@ -632,7 +632,8 @@ __attribute__((noinline)) static void fused_block(const sl_mc_plan *pl, const sl
  * Blocks stay the unit of randomness, so the histogram does not depend on MC_GROUP, the thread
  * count or the rank count; tests/test_mc.c compares it with the reference path's. Only for
  * layouts whose tables do not move with the iteration (i.i.d., positional: the plan builds mc_cnt
- * for them); the sliding layout and CPUs without AVX-512 (F and DQ) use the fused loop. */
+ * for them); the sliding layout uses the fused loop, and CPUs without AVX-512 (F and DQ)
+ * count_group_avx2 below. */
 #define MC_GROUP 8
 
 static int cpu_has_avx512dq(void)
@@ -647,10 +648,27 @@ static int cpu_has_avx512dq(void)
     return h;
 }
 
+/* The counting loop's build: SL_MC_COUNT_AUTO until chosen (sl_mc_counting_isa). */
+static int count_isa = SL_MC_COUNT_AUTO;
+
+int sl_mc_counting_isa(int isa)
+{
+    if (isa == SL_MC_COUNT_AUTO || (isa == SL_MC_COUNT_WIDE && !cpu_has_avx512dq()))
+        isa = cpu_has_avx512dq() ? SL_MC_COUNT_WIDE : SL_MC_COUNT_AVX2;
+    __atomic_store_n(&count_isa, isa, __ATOMIC_RELAXED);
+    return isa;
+}
+
+static int current_count_isa(void)
+{
+    const int isa = __atomic_load_n(&count_isa, __ATOMIC_RELAXED);
+    return isa == SL_MC_COUNT_AUTO ? sl_mc_counting_isa(SL_MC_COUNT_AUTO) : isa;
+}
+
 /* Whether sl_mc_run_blocks may use count_group for these options. */
 static int mc_counting(const sl_mc_plan *pl, const sl_mc_opts *o, int fused, int on_block)
 {
-    return fused && pl->cnt && !on_block && !o->tokens && !o->n_emitted && cpu_has_avx512dq();
+    return fused && pl->cnt && !on_block && !o->tokens && !o->n_emitted;
 }
 
 /* Eight xoshiro256** generators, one per lane. */
@@ -758,6 +776,134 @@ __attribute__((target("avx512f,avx512dq"), noinline)) static void count_group(co
     }
 }
 
+/* ---- the counting loop on AVX2: count_group's arithmetic, four lanes per 256-bit register ----
+ * The eight blocks of a group as two halves of four lanes, one after the other. What AVX2 lacks is rebuilt exactly: the 53-bit integer k as a double from its
+ * two 32-bit halves (2^84 + hi 2^32 and 2^52 + lo, each exact, their sum k exactly); the
+ * truncation of x = (k 2^-53) V, which is below 2^31, through 32-bit integers; unsigned 64-bit
+ * comparisons as signed ones (every operand is below 2^63); masks as vectors of all-ones lanes.
+ * So each lane makes the decisions of count_group's, and the histogram is the same
+ * (tests/test_mc.c runs both builds against the reference path). */
+typedef struct {
+    __m256i s0, s1, s2, s3;
+} mc_xo4;
+
+static inline __attribute__((always_inline)) __m256i mc_xo4_next(mc_xo4 *g)
+{
+    __m256i x = _mm256_add_epi64(_mm256_slli_epi64(g->s1, 2), g->s1);
+    x = _mm256_or_si256(_mm256_slli_epi64(x, 7), _mm256_srli_epi64(x, 57));
+    x = _mm256_add_epi64(_mm256_slli_epi64(x, 3), x);
+    const __m256i t = _mm256_slli_epi64(g->s1, 17);
+    g->s2 = _mm256_xor_si256(g->s2, g->s0);
+    g->s3 = _mm256_xor_si256(g->s3, g->s1);
+    g->s1 = _mm256_xor_si256(g->s1, g->s2);
+    g->s0 = _mm256_xor_si256(g->s0, g->s3);
+    g->s2 = _mm256_xor_si256(g->s2, t);
+    g->s3 = _mm256_or_si256(_mm256_slli_epi64(g->s3, 45), _mm256_srli_epi64(g->s3, 19));
+    return _mm256_srli_epi64(x, 11);
+}
+
+/* k < 2^53 as a double, exactly. */
+static inline __attribute__((always_inline)) __m256d mc_u53_to_pd(__m256i k)
+{
+    const __m256i lo = _mm256_blend_epi32(k, _mm256_set1_epi64x(0x4330000000000000LL), 0xaa); /* 2^52 + lo */
+    const __m256i hi = _mm256_or_si256(_mm256_srli_epi64(k, 32), _mm256_set1_epi64x(0x4530000000000000LL));
+    const __m256d h = _mm256_sub_pd(_mm256_castsi256_pd(hi), _mm256_set1_pd(0x1.0p84 + 0x1.0p52)); /* hi 2^32 - 2^52 */
+    return _mm256_add_pd(h, _mm256_castsi256_pd(lo));
+}
+
+/* One position of one half: the draft of every lane and its accept test; returns the lanes that
+ * accept (all-ones lanes), whether or not they are still running: the table is read for every lane
+ * (col < V always), and every position is computed even once all four lanes have rejected (the
+ * loop checks only every fourth position), so no position waits for the previous one's tests. */
+static inline __attribute__((always_inline)) __m256i mc_count_step4(__m256i kd, __m256i ka, const mc_cnt *tab,
+                                                                    const uint64_t *tab8, int V, __m128i psh,
+                                                                    __m128i tsh)
+{
+    const __m256d x = _mm256_mul_pd(_mm256_mul_pd(mc_u53_to_pd(kd), _mm256_set1_pd(0x1.0p-53)), _mm256_set1_pd((double)V));
+    const __m128i c32 = _mm_min_epi32(_mm256_cvttpd_epi32(x), _mm_set1_epi32(V - 1));
+    const __m256i col = _mm256_cvtepi32_epi64(c32);
+    const __m256d frac = _mm256_sub_pd(x, _mm256_cvtepi32_pd(c32));
+    int32_t ci[4]; /* four loads, not vpgatherqq: faster on Zen 3 (and the same words) */
+    _mm_storeu_si128((__m128i *)(void *)ci, c32);
+    const __m256i w = _mm256_set_epi64x((long long)tab8[ci[3]], (long long)tab8[ci[2]], (long long)tab8[ci[1]],
+                                        (long long)tab8[ci[0]]);
+    const __m256i fhi = _mm256_srl_epi64(_mm256_castpd_si256(frac), psh);
+    const __m256i phi = _mm256_and_si256(w, _mm256_set1_epi64x(0xffffffffLL));
+    const __m256i keep = _mm256_cmpgt_epi64(phi, fhi); /* fhi < phi: the column's own token */
+    const __m256i th = _mm256_blendv_epi8(_mm256_srli_epi64(w, 48),
+                                          _mm256_and_si256(_mm256_srli_epi64(w, 32), _mm256_set1_epi64x(0xffff)), keep);
+    const __m256i khi = _mm256_srl_epi64(ka, tsh);
+    const __m256i tie = _mm256_or_si256(_mm256_cmpeq_epi64(fhi, phi), _mm256_cmpeq_epi64(khi, th));
+    if (__builtin_expect(!_mm256_testz_si256(tie, tie), 0)) {
+        const __m256i e = _mm256_slli_epi64(col, 2);
+        const __m256d pr = _mm256_i64gather_pd((const double *)(const void *)tab, e, 8);
+        const long long *base = (const long long *)(const void *)tab;
+        const __m256i tc = _mm256_i64gather_epi64(base + 1, e, 8);
+        const __m256i ta = _mm256_i64gather_epi64(base + 2, e, 8);
+        const __m256i lt = _mm256_castpd_si256(_mm256_cmp_pd(frac, pr, _CMP_LT_OQ));
+        const __m256i tf = _mm256_blendv_epi8(ta, tc, lt);
+        return _mm256_cmpgt_epi64(tf, ka);
+    }
+    return _mm256_cmpgt_epi64(th, khi);
+}
+
+static __attribute__((noinline)) void count_group_avx2(const sl_mc_plan *pl, uint64_t seed, size_t b0, size_t nb,
+                                                       size_t N, uint64_t (*h8)[SL_SPEC_GAMMA_MAX + 2])
+{
+    const size_t gamma = pl->gamma, V = pl->V;
+    uint64_t sd[4][8], sa[4][8];
+    mc_xo8_states(sd, seed, SL_STREAM_DRAFT, b0, nb);
+    mc_xo8_states(sa, seed, SL_STREAM_ACCEPT, b0, nb);
+    const mc_cnt *tab[SL_SPEC_GAMMA_MAX];
+    const uint64_t *tab8[SL_SPEC_GAMMA_MAX];
+    for (size_t i = 0; i < gamma; i++) {
+        tab[i] = pl->cnt + src_row(pl, 0, i) * V;
+        tab8[i] = pl->cnt8 + src_row(pl, 0, i) * V;
+    }
+    const __m128i psh = _mm_cvtsi64_si128((long long)pl->pshift), tsh = _mm_cvtsi64_si128((long long)pl->tshift);
+    /* One half (lanes 4 h .. 4 h + 3) after the other: the two generators of four lanes take 8 of
+     * the 16 registers, and the gathers of successive positions overlap, not depending on each
+     * other's tests. */
+    for (size_t h = 0; h < 2 && 4 * h < nb; h++) {
+#define SL_MC_LD(a, w) _mm256_loadu_si256((const __m256i *)(a[w] + 4 * h))
+        mc_xo4 gd = {SL_MC_LD(sd, 0), SL_MC_LD(sd, 1), SL_MC_LD(sd, 2), SL_MC_LD(sd, 3)};
+        mc_xo4 ga = {SL_MC_LD(sa, 0), SL_MC_LD(sa, 1), SL_MC_LD(sa, 2), SL_MC_LD(sa, 3)};
+#undef SL_MC_LD
+        size_t nmax = 0;
+        uint64_t nblk[4];
+        for (size_t l = 0; l < 4; l++) {
+            const size_t lane = 4 * h + l, t0 = (b0 + lane) * SL_MC_BLOCK;
+            nblk[l] = lane < nb ? (N - t0 < SL_MC_BLOCK ? N - t0 : SL_MC_BLOCK) : 0;
+            if (nblk[l] > nmax) nmax = nblk[l];
+        }
+        const __m256i vn = _mm256_loadu_si256((const __m256i *)nblk);
+        /* reach[i]: per lane, minus the number of iterations whose first i drafts were all
+         * accepted (reach[0]: valid iterations); the histogram follows from their differences. */
+        __m256i reach[SL_SPEC_GAMMA_MAX + 1];
+        for (size_t i = 0; i <= gamma; i++) reach[i] = _mm256_setzero_si256();
+        for (size_t j = 0; j < nmax; j++) {
+            __m256i all = _mm256_cmpgt_epi64(vn, _mm256_set1_epi64x((long long)j)); /* valid, then accepted so far */
+            reach[0] = _mm256_add_epi64(reach[0], all);
+            for (size_t i = 0; i < gamma; i++) {
+                const __m256i kd = mc_xo4_next(&gd), ka = mc_xo4_next(&ga);
+                all = _mm256_and_si256(all, mc_count_step4(kd, ka, tab[i], tab8[i], (int)V, psh, tsh));
+                reach[i + 1] = _mm256_add_epi64(reach[i + 1], all);
+                /* Long drafts: every fourth position, stop testing once every lane has rejected
+                 * (only the streams advance). */
+                if ((i & 3) == 3 && i + 1 < gamma && _mm256_testz_si256(all, all)) {
+                    for (size_t u = i + 1; u < gamma; u++) (void)mc_xo4_next(&gd), (void)mc_xo4_next(&ga);
+                    break;
+                }
+            }
+        }
+        uint64_t r[SL_SPEC_GAMMA_MAX + 2][4];
+        for (size_t i = 0; i <= gamma; i++) _mm256_storeu_si256((__m256i *)r[i], _mm256_sub_epi64(_mm256_setzero_si256(), reach[i]));
+        for (size_t l = 0; l < 4; l++) r[gamma + 1][l] = 0;
+        for (size_t l = 0; l < 4; l++)
+            for (size_t k = 0; k <= gamma; k++) h8[4 * h + l][k + 1] += r[k][l] - r[k + 1][l];
+    }
+}
+
 /* Counts a finished block; thread 0 alone calls the callback, so it never runs twice at once. */
 static void mc_progress(sl_progress_fn progress, void *ctx, size_t *blocks_done, size_t N)
 {
@@ -794,6 +940,7 @@ int sl_mc_run_blocks(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_block_fn o
     const int need_pcopy = pl->cfg.rule == SL_BUG_P_INPLACE;
     const int fused = !o->reference && pl->wtab;
     const int counting = mc_counting(pl, o, fused, on_block != NULL);
+    const int wide = counting && current_count_isa() == SL_MC_COUNT_WIDE;
     int nt = o->threads > 0 ? o->threads : omp_get_max_threads();
     int status = SL_OK;
     char errbuf[512] = "";
@@ -828,7 +975,8 @@ int sl_mc_run_blocks(const sl_mc_plan *pl, const sl_mc_opts *o, sl_mc_block_fn o
             for (size_t g = 0; g < n_groups; g++) {
                 if (!ok) continue;
                 const size_t b0 = b_lo + g * MC_GROUP, nb = b_hi - b0 < MC_GROUP ? b_hi - b0 : MC_GROUP;
-                count_group(pl, o->seed, b0, nb, N, h8);
+                if (wide) count_group(pl, o->seed, b0, nb, N, h8);
+                else count_group_avx2(pl, o->seed, b0, nb, N, h8);
                 for (size_t b = 0; progress && b < nb; b++) mc_progress(progress, progress_ctx, &blocks_done, N);
             }
             for (size_t l = 0; ok && l < 8; l++)

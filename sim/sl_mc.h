@@ -118,6 +118,13 @@ const sl_spec_config *sl_mc_plan_config(const sl_mc_plan *plan);
 /* For tests: the counting loop's compact table keeps prob's bits >> pshift and the thresholds
  * >> tshift (defaults 32 and 37); larger shifts make its ties, decided from the full table, common. */
 int sl_mc_plan_set_count_bits(sl_mc_plan *plan, unsigned pshift, unsigned tshift);
+/* The build of the counting loop (sl_mc_run without token arrays, i.i.d. and positional layouts):
+ * SL_MC_COUNT_WIDE (eight lanes of 512 bits; AVX-512 F and DQ) or SL_MC_COUNT_AVX2 (two halves of
+ * four lanes); SL_MC_COUNT_AUTO (the default) picks the wide one where the CPU has it, as does a
+ * request for it where the CPU has not. Both give the same histogram. Returns the build now in
+ * effect. Not to be called while a run is in progress. */
+enum { SL_MC_COUNT_AUTO = 0, SL_MC_COUNT_AVX2 = 1, SL_MC_COUNT_WIDE = 2 };
+int sl_mc_counting_isa(int isa);
 
 /* Iterations per block of randomness: block b (iterations b*SL_MC_BLOCK ...) draws from the streams
  * seeded with (seed, stream, b), its iterations one after another. Part of what a seed means:

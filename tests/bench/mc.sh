@@ -25,8 +25,8 @@ trap 'rm -f "$TT"' EXIT
 max() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }
 NP --info
 echo "target: C steps/s >= 10 x numpy steps/s at every V (best of 3 alternating runs each; CPU time)"
-# c_steps_per_s: the loop `speclab mc` runs (sim/sl_mc.c's counting loop where the CPU has
-# AVX-512, else the fused loop); c_reference: every iteration through sl_spec_draft +
+# c_steps_per_s: the loop `speclab mc` runs (sim/sl_mc.c's counting loop: AVX-512 where the CPU
+# has it, else AVX2); c_reference: every iteration through sl_spec_draft +
 # sl_spec_verify (what `speclab verify` runs).
 [ -z "$CSV" ] || echo "V,c_steps_per_s,c_reference_steps_per_s,numpy_alias_steps_per_s,numpy_cdf_steps_per_s,ratio_alias,ratio_cdf" > "$CSV"
 printf '%8s %14s %14s %14s %14s %9s %9s %9s %9s %9s %9s\n' V c_steps_per_s c_reference np_alias np_cdf \
