@@ -178,7 +178,7 @@ sl_kern_isa sl_kern_current(void) { return (sl_kern_isa)current_isa(); }
 const char *sl_kern_isa_name(void)
 {
     return current_isa() == SL_KERN_WIDE ? "avx512 (16-lane registers, passes of <= 8 tokens, 4 rows at a time up to 4)"
-                                         : "avx2 (passes of <= 3 tokens, 2 rows at a time for 1)";
+                                         : "avx2 (packed: passes of <= 8 tokens in sweeps of <= 3; row-major: passes of <= 3)";
 }
 
 void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in)
