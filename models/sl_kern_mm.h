@@ -363,7 +363,12 @@ static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, c
                 for (size_t b = 0; b < nb; b++) {
                     const unsigned char *wb = wj + b * step + (size_t)h * CV_W * es;
                     const float *xb = xj + b * sb + (size_t)t0g * st;
-                    prefetch_ahead(wj + b * step + SL_KERN_PREFETCH, dt);
+                    /* One token of f32 weights on AVX2 (two lines per step) leaves the stream to
+                     * the hardware prefetcher: on the Zen 3 VM, GPT-2-124M f32 t(1) at two threads
+                     * 18.5-23.7 ms without the software prefetch against 20.2-30.1 with it (ad hoc,
+                     * alternated, two of the machine's phases); f16 was faster with it (9.6-10.8
+                     * against 11.1-11.5 ms), and so was the shipped target. */
+                    if (COL_NV == 2 || T > 1 || dt != SL_DT_F32) prefetch_ahead(wj + b * step + SL_KERN_PREFETCH, dt);
                     if (NV * TS + NV + 1 <= COL_REGS) { /* the weight vectors held, one broadcast at a time */
                         cvec wv[4];
 #pragma GCC unroll 4
