@@ -498,6 +498,28 @@ static inline uint32_t mc_draw(const mc_col *c, uint64_t V11, uint64_t last_lo, 
  * rows of 4: [0] draft, [1] accept, [2] resample (only rows < SL_MC_BLOCK used), [3] unused. */
 typedef uint64_t mc_row4[4];
 
+/* Four xoshiro256** generators, one per 64-bit lane of 256-bit registers. */
+typedef struct {
+    __m256i s0, s1, s2, s3;
+} mc_xo4;
+
+/* The next output of each, its top 53 bits (sl_xoshiro_next >> 11; the multiplications by 5 and 9
+ * as shifts and adds, exact modulo 2^64). */
+static inline __attribute__((always_inline)) __m256i mc_xo4_next(mc_xo4 *g)
+{
+    __m256i x = _mm256_add_epi64(_mm256_slli_epi64(g->s1, 2), g->s1);
+    x = _mm256_or_si256(_mm256_slli_epi64(x, 7), _mm256_srli_epi64(x, 57));
+    x = _mm256_add_epi64(_mm256_slli_epi64(x, 3), x);
+    const __m256i t = _mm256_slli_epi64(g->s1, 17);
+    g->s2 = _mm256_xor_si256(g->s2, g->s0);
+    g->s3 = _mm256_xor_si256(g->s3, g->s1);
+    g->s1 = _mm256_xor_si256(g->s1, g->s2);
+    g->s0 = _mm256_xor_si256(g->s0, g->s3);
+    g->s2 = _mm256_xor_si256(g->s2, t);
+    g->s3 = _mm256_or_si256(_mm256_slli_epi64(g->s3, 45), _mm256_srli_epi64(g->s3, 19));
+    return _mm256_srli_epi64(x, 11);
+}
+
 /* Fills out (n) with the top 53 bits of the next n outputs of four xoshiro256** generators side by
  * side: out[j][l] from g[l]. With AVX2 the four advance together in one 256-bit register (the
  * multiplications by 5 and 9 are shifts and adds, exact modulo 2^64 like the scalar ones), which
@@ -505,31 +527,16 @@ typedef uint64_t mc_row4[4];
 static void draw4(sl_xoshiro g[4], mc_row4 *out, size_t n)
 {
 #if defined(__AVX2__)
-#define ROTL4(x, k) _mm256_or_si256(_mm256_slli_epi64((x), (k)), _mm256_srli_epi64((x), 64 - (k)))
-    __m256i s[4];
+    mc_xo4 x;
+    __m256i *s[4] = {&x.s0, &x.s1, &x.s2, &x.s3};
     for (int w = 0; w < 4; w++)
-        s[w] = _mm256_set_epi64x((long long)g[3].s[w], (long long)g[2].s[w], (long long)g[1].s[w], (long long)g[0].s[w]);
-    __m256i s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
-    for (size_t j = 0; j < n; j++) {
-        __m256i r = _mm256_add_epi64(_mm256_slli_epi64(s1, 2), s1); /* s1 * 5 */
-        r = ROTL4(r, 7);
-        r = _mm256_add_epi64(_mm256_slli_epi64(r, 3), r); /* * 9 */
-        __m256i t = _mm256_slli_epi64(s1, 17);
-        s2 = _mm256_xor_si256(s2, s0);
-        s3 = _mm256_xor_si256(s3, s1);
-        s1 = _mm256_xor_si256(s1, s2);
-        s0 = _mm256_xor_si256(s0, s3);
-        s2 = _mm256_xor_si256(s2, t);
-        s3 = ROTL4(s3, 45);
-        _mm256_storeu_si256((__m256i *)out[j], _mm256_srli_epi64(r, 11));
-    }
-    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+        *s[w] = _mm256_set_epi64x((long long)g[3].s[w], (long long)g[2].s[w], (long long)g[1].s[w], (long long)g[0].s[w]);
+    for (size_t j = 0; j < n; j++) _mm256_storeu_si256((__m256i *)out[j], mc_xo4_next(&x));
     for (int w = 0; w < 4; w++) {
         uint64_t v[4];
-        _mm256_storeu_si256((__m256i *)v, s[w]);
+        _mm256_storeu_si256((__m256i *)v, *s[w]);
         for (int l = 0; l < 4; l++) g[l].s[w] = v[l];
     }
-#undef ROTL4
 #else
     sl_xoshiro x0 = g[0], x1 = g[1], x2 = g[2], x3 = g[3];
     for (size_t j = 0; j < n; j++) {
@@ -783,25 +790,6 @@ __attribute__((target("avx512f,avx512dq"), noinline)) static void count_group(co
  * comparisons as signed ones (every operand is below 2^63); masks as vectors of all-ones lanes.
  * So each lane makes the decisions of count_group's, and the histogram is the same
  * (tests/test_mc.c runs both builds against the reference path). */
-typedef struct {
-    __m256i s0, s1, s2, s3;
-} mc_xo4;
-
-static inline __attribute__((always_inline)) __m256i mc_xo4_next(mc_xo4 *g)
-{
-    __m256i x = _mm256_add_epi64(_mm256_slli_epi64(g->s1, 2), g->s1);
-    x = _mm256_or_si256(_mm256_slli_epi64(x, 7), _mm256_srli_epi64(x, 57));
-    x = _mm256_add_epi64(_mm256_slli_epi64(x, 3), x);
-    const __m256i t = _mm256_slli_epi64(g->s1, 17);
-    g->s2 = _mm256_xor_si256(g->s2, g->s0);
-    g->s3 = _mm256_xor_si256(g->s3, g->s1);
-    g->s1 = _mm256_xor_si256(g->s1, g->s2);
-    g->s0 = _mm256_xor_si256(g->s0, g->s3);
-    g->s2 = _mm256_xor_si256(g->s2, t);
-    g->s3 = _mm256_or_si256(_mm256_slli_epi64(g->s3, 45), _mm256_srli_epi64(g->s3, 19));
-    return _mm256_srli_epi64(x, 11);
-}
-
 /* k < 2^53 as a double, exactly. */
 static inline __attribute__((always_inline)) __m256d mc_u53_to_pd(__m256i k)
 {
