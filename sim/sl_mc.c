@@ -503,21 +503,27 @@ typedef struct {
     __m256i s0, s1, s2, s3;
 } mc_xo4;
 
-/* The next output of each, its top 53 bits (sl_xoshiro_next >> 11; the multiplications by 5 and 9
- * as shifts and adds, exact modulo 2^64). */
+/* The body of the next-output functions of four or eight xoshiro256** generators side by side
+ * (vector type V, intrinsic prefix P, its XOR and 64-bit rotation): each generator's next output,
+ * its top 53 bits (sl_xoshiro_next >> 11; the multiplications by 5 and 9 as shifts and adds, exact
+ * modulo 2^64). */
+#define MC_XO_NEXT_BODY(g, V, P, XOR, ROL)                                                                      \
+    V x = P##_add_epi64(P##_slli_epi64((g)->s1, 2), (g)->s1);                                                 \
+    x = ROL(x, 7);                                                                                              \
+    x = P##_add_epi64(P##_slli_epi64(x, 3), x);                                                               \
+    const V t = P##_slli_epi64((g)->s1, 17);                                                                  \
+    (g)->s2 = XOR((g)->s2, (g)->s0);                                                                            \
+    (g)->s3 = XOR((g)->s3, (g)->s1);                                                                            \
+    (g)->s1 = XOR((g)->s1, (g)->s2);                                                                            \
+    (g)->s0 = XOR((g)->s0, (g)->s3);                                                                            \
+    (g)->s2 = XOR((g)->s2, t);                                                                                  \
+    (g)->s3 = ROL((g)->s3, 45);                                                                                 \
+    return P##_srli_epi64(x, 11)
+
+#define MC_ROL4(x, k) _mm256_or_si256(_mm256_slli_epi64((x), (k)), _mm256_srli_epi64((x), 64 - (k)))
 static inline __attribute__((always_inline)) __m256i mc_xo4_next(mc_xo4 *g)
 {
-    __m256i x = _mm256_add_epi64(_mm256_slli_epi64(g->s1, 2), g->s1);
-    x = _mm256_or_si256(_mm256_slli_epi64(x, 7), _mm256_srli_epi64(x, 57));
-    x = _mm256_add_epi64(_mm256_slli_epi64(x, 3), x);
-    const __m256i t = _mm256_slli_epi64(g->s1, 17);
-    g->s2 = _mm256_xor_si256(g->s2, g->s0);
-    g->s3 = _mm256_xor_si256(g->s3, g->s1);
-    g->s1 = _mm256_xor_si256(g->s1, g->s2);
-    g->s0 = _mm256_xor_si256(g->s0, g->s3);
-    g->s2 = _mm256_xor_si256(g->s2, t);
-    g->s3 = _mm256_or_si256(_mm256_slli_epi64(g->s3, 45), _mm256_srli_epi64(g->s3, 19));
-    return _mm256_srli_epi64(x, 11);
+    MC_XO_NEXT_BODY(g, __m256i, _mm256, _mm256_xor_si256, MC_ROL4);
 }
 
 /* Fills out (n) with the top 53 bits of the next n outputs of four xoshiro256** generators side by
@@ -683,21 +689,10 @@ typedef struct {
     __m512i s0, s1, s2, s3;
 } mc_xo8;
 
-/* The next output of each generator, its top 53 bits (sl_xoshiro_next >> 11; the multiplications
- * by 5 and 9 as shifts and adds, exact modulo 2^64). */
+/* The next output of each generator (MC_XO_NEXT_BODY). */
 __attribute__((target("avx512f,avx512dq"), always_inline)) static inline __m512i mc_xo8_next(mc_xo8 *g)
 {
-    __m512i x = _mm512_add_epi64(_mm512_slli_epi64(g->s1, 2), g->s1);
-    x = _mm512_rol_epi64(x, 7);
-    x = _mm512_add_epi64(_mm512_slli_epi64(x, 3), x);
-    const __m512i t = _mm512_slli_epi64(g->s1, 17);
-    g->s2 = _mm512_xor_si512(g->s2, g->s0);
-    g->s3 = _mm512_xor_si512(g->s3, g->s1);
-    g->s1 = _mm512_xor_si512(g->s1, g->s2);
-    g->s0 = _mm512_xor_si512(g->s0, g->s3);
-    g->s2 = _mm512_xor_si512(g->s2, t);
-    g->s3 = _mm512_rol_epi64(g->s3, 45);
-    return _mm512_srli_epi64(x, 11);
+    MC_XO_NEXT_BODY(g, __m512i, _mm512, _mm512_xor_si512, _mm512_rol_epi64);
 }
 
 /* The states of eight generators, word-major (st[w][l]: word w of lane l) for loading into an
