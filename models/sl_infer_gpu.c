@@ -20,8 +20,10 @@
 
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #define SLG_DEV static __device__ __forceinline__
+#define SLG_HD static __host__ __device__ __forceinline__ /* also called by the host */
 #define SLG_EXPORT extern "C" __attribute__((visibility("default")))
 #define SLG_UNROLL _Pragma("unroll")
 typedef struct {
@@ -31,6 +33,7 @@ typedef struct {
 #else
 #include "sl_half.h"
 #define SLG_DEV static inline
+#define SLG_HD static inline
 #define SLG_EXPORT
 #define SLG_UNROLL
 typedef void *slg_stream;
@@ -123,20 +126,6 @@ static int launch(const char *name, void (*k)(P...), size_t blocks, int threads,
     return cuda_ok(cudaLaunchKernelEx(&cfg, k, args...), name);
 }
 
-#define SLG_KERNEL(name, PARAMS, ARGS)                                                                   \
-    static __device__ void name##_at(size_t i, SLG_UNPAREN PARAMS);                                      \
-    static __global__ void name##_g(size_t n, SLG_UNPAREN PARAMS)                                        \
-    {                                                                                                    \
-        size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;                                        \
-        PDL_START();                                                                                     \
-        PDL_WAIT();                                                                                      \
-        if (i < n) name##_at(i, SLG_UNPAREN ARGS);                                                       \
-    }                                                                                                    \
-    static int name(slg_stream st, size_t n, SLG_UNPAREN PARAMS)                                         \
-    {                                                                                                    \
-        return n ? launch(#name, name##_g, (n + 255) / 256, 256, st, n, SLG_UNPAREN ARGS) : 0;          \
-    }                                                                                                    \
-    static __device__ void name##_at(size_t i, SLG_UNPAREN PARAMS)
 
 static void *dev_alloc(size_t bytes)
 {
@@ -220,9 +209,13 @@ static int backend_init(char *info, size_t n)
     int rt = 0;
     cudaRuntimeGetVersion(&rt);
     const char *e = getenv("SL_INFER_PDL");
-    snprintf(info, n, "%s, CUDA runtime %d.%d, float32 compute, CUDA graphs %s, programmatic dependent launch %s", p.name,
-             rt / 1000, (rt % 1000) / 10, getenv("SL_INFER_GRAPHS") && !strcmp(getenv("SL_INFER_GRAPHS"), "0") ? "off" : "on",
-             p.major >= 9 && !(e && !strcmp(e, "0")) ? "on" : "off");
+    const char *fu = getenv("SL_INFER_FUSED");
+    if (fu && !strcmp(fu, "1"))
+        snprintf(info, n, "%s, CUDA runtime %d.%d, float32 compute, one persistent kernel per step", p.name, rt / 1000, (rt % 1000) / 10);
+    else
+        snprintf(info, n, "%s, CUDA runtime %d.%d, float32 compute, a launch per phase, CUDA graphs %s, programmatic dependent launch %s",
+                 p.name, rt / 1000, (rt % 1000) / 10, getenv("SL_INFER_GRAPHS") && !strcmp(getenv("SL_INFER_GRAPHS"), "0") ? "off" : "on",
+                 p.major >= 9 && !(e && !strcmp(e, "0")) ? "on" : "off");
     return 0;
 }
 #define BACKEND_NAME "cuda"
@@ -230,16 +223,6 @@ static int backend_init(char *info, size_t n)
 
 #else /* the C build: the emulation */
 
-#define SLG_KERNEL(name, PARAMS, ARGS)                                                                   \
-    static void name##_at(size_t i, SLG_UNPAREN PARAMS);                                                 \
-    static int name(slg_stream st, size_t n, SLG_UNPAREN PARAMS)                                         \
-    {                                                                                                    \
-        (void)st;                                                                                        \
-        _Pragma("omp parallel for schedule(static) if (n >= 4096)") for (size_t i = 0; i < n; i++)       \
-            name##_at(i, SLG_UNPAREN ARGS);                                                              \
-        return 0;                                                                                        \
-    }                                                                                                    \
-    static void name##_at(size_t i, SLG_UNPAREN PARAMS)
 
 static void *dev_alloc(size_t bytes)
 {
@@ -320,44 +303,44 @@ static int backend_init(char *info, size_t n)
 #endif
 #endif
 
-/* ---- element kernels ---- */
+/* ---- the step as a list of phases ----
+ *
+ * A forward call is a fixed list of phases, each a set of independent items: elements (one thread
+ * each) or rows and attention items (one warp each, 32 lanes whose partial sums meet in a fixed
+ * shuffle tree). Phase p + 1 reads what phase p wrote, nothing else orders them. The list is
+ * built once per (tokens, rows) shape and run two ways by the CUDA build: one launch per phase,
+ * recorded as a CUDA graph, each launch overlapping the previous one's end (programmatic
+ * dependent launch; the default), or one persistent kernel that walks the whole list with a
+ * grid-wide barrier between phases (SL_INFER_FUSED=1: measured slower on an H200, 0.35 against
+ * 0.31 ms per step of the shipped target's shape, models/GPU_INFERENCE.md). An item's arithmetic
+ * does not depend on which thread, warp or launch runs it, so both give the same bits; the C build
+ * runs the phases as loops in the same order. */
+
+enum { PH_EMBED, PH_NORM, PH_MATVEC, PH_ROPE, PH_ATT_SCORES, PH_ATT, PH_SILU };
 
 /* x (n, d) = tok_emb[token] (+ pos_emb[pos + t]); step = {pos, tokens...}. */
-SLG_KERNEL(k_embed, (float *x, const void *te, int te_dt, const void *pe, int pe_dt, const int *step, int d),
-           (x, te, te_dt, pe, pe_dt, step, d))
-{
-    const int t = (int)(i / (size_t)d), c = (int)(i % (size_t)d);
-    float v = load_w(te, te_dt, (size_t)step[1 + t] * d + c);
-    if (pe) v = v + load_w(pe, pe_dt, (size_t)(step[0] + t) * d + c);
-    x[i] = v;
-}
+typedef struct {
+    float *x;
+    const void *te, *pe;
+    int te_dt, pe_dt, d;
+    const int *step;
+} embed_args;
 
-/* Rotates pair j of head h of token t: q rows (n, H, hd), then the new keys in the cache (at
- * rows pos..): units (n, H + KVH, hd/2). */
-SLG_KERNEL(k_rope,
-           (float *q, float *kc, const float *cs, const float *sn, const int *step, int H, int KVH, int hd, int kvd),
-           (q, kc, cs, sn, step, H, KVH, hd, kvd))
-{
-    const int half = hd / 2, per_t = (H + KVH) * half;
-    const int t = (int)(i / (size_t)per_t), r = (int)(i % (size_t)per_t), h = r / half, j = r % half;
-    const int pos = step[0] + t;
-    float *v = h < H ? q + (size_t)t * H * hd + (size_t)h * hd : kc + (size_t)pos * kvd + (size_t)(h - H) * hd;
-    const float c = cs[(size_t)pos * half + j], s = sn[(size_t)pos * half + j];
-    const float a = v[2 * j], b = v[2 * j + 1];
-    v[2 * j] = a * c - b * s;
-    v[2 * j + 1] = a * s + b * c;
-}
+/* Pair j of head h of token t: q rows (n, H, hd), then the new keys in the cache (at rows pos..):
+ * units (n, H + KVH, hd/2). */
+typedef struct {
+    float *q, *kc;
+    const float *cs, *sn;
+    const int *step;
+    int H, KVH, hd, kvd;
+} rope_args;
 
-/* up = silu(gate) * up, as sl_kern_silu_mul. */
-SLG_KERNEL(k_silu_mul, (float *up, const float *gate), (up, gate))
-{
-    const float g = gate[i];
-    up[i] = up[i] * (g * sigmoid(g));
-}
+typedef struct {
+    float *up;
+    const float *gate;
+} silu_args;
 
-/* ---- warp kernels ---- */
-
-/* One launch of up to MV_SEGS products sharing the input x (n, K): output row r of the stacked
+/* One phase of up to MV_SEGS products sharing the input x (n, K): output row r of the stacked
  * matrices belongs to the segment s with r < rows_end[s]. Each writes y[s] + t ldy[s] + row (or,
  * with at_pos, the cache row pos + t), by mode: 0 store, 1 add (a residual), 2 GELU then store. */
 typedef struct {
@@ -370,76 +353,6 @@ typedef struct {
     const int *step;
 } mv_args;
 
-/* Lane's partial sums for tokens t0 .. t0 + MV_T - 1 (those < n) of row `row` of W: the 8-element
- * chunks lane, lane + 32, ... in order, each element by fused multiply-add. */
-SLG_DEV void mv_lane(const mv_args *a, const void *W, int dt, size_t row, int lane, int t0, float *acc)
-{
-    SLG_UNROLL
-    for (int k = 0; k < MV_T; k++) acc[k] = 0.0f;
-    const int K = a->K, nch = (K + 7) / 8;
-    for (int c = lane; c < nch; c += WARP) {
-        const size_t base = row * (size_t)K + (size_t)c * 8;
-#ifdef __CUDACC__
-        if (a->vec) { /* K % 8 == 0 and 16-byte aligned rows: one or two vector loads per chunk */
-            float w[8]; /* its own array: constant indices only, so it stays in registers */
-            if (dt == 0) {
-                const float4 u0 = *(const float4 *)((const float *)W + base), u1 = *(const float4 *)((const float *)W + base + 4);
-                w[0] = u0.x, w[1] = u0.y, w[2] = u0.z, w[3] = u0.w, w[4] = u1.x, w[5] = u1.y, w[6] = u1.z, w[7] = u1.w;
-            } else {
-                const uint4 u = *(const uint4 *)((const uint16_t *)W + base);
-                const uint32_t p[4] = {u.x, u.y, u.z, u.w};
-                SLG_UNROLL
-                for (int e = 0; e < 4; e++) {
-                    w[2 * e] = dt == 1 ? f16_to_f32((uint16_t)(p[e] & 0xffffu)) : bf16_to_f32((uint16_t)(p[e] & 0xffffu));
-                    w[2 * e + 1] = dt == 1 ? f16_to_f32((uint16_t)(p[e] >> 16)) : bf16_to_f32((uint16_t)(p[e] >> 16));
-                }
-            }
-            SLG_UNROLL
-            for (int t = 0; t < MV_T; t++) {
-                if (t0 + t < a->n) {
-                    const float *xt = a->x + (size_t)(t0 + t) * a->ldx + (size_t)c * 8;
-                    const float4 x0 = *(const float4 *)xt, x1 = *(const float4 *)(xt + 4);
-                    float s = acc[t];
-                    s = fmaf(w[0], x0.x, s), s = fmaf(w[1], x0.y, s), s = fmaf(w[2], x0.z, s), s = fmaf(w[3], x0.w, s);
-                    s = fmaf(w[4], x1.x, s), s = fmaf(w[5], x1.y, s), s = fmaf(w[6], x1.z, s), s = fmaf(w[7], x1.w, s);
-                    acc[t] = s;
-                }
-            }
-            continue;
-        }
-#endif
-        float w[8];
-        const int m = K - c * 8 < 8 ? K - c * 8 : 8;
-        for (int e = 0; e < m; e++) w[e] = load_w(W, dt, base + e);
-        SLG_UNROLL
-        for (int t = 0; t < MV_T; t++) {
-            if (t0 + t < a->n) {
-                const float *xt = a->x + (size_t)(t0 + t) * a->ldx + (size_t)c * 8;
-                float s = acc[t];
-                for (int e = 0; e < m; e++) s = fmaf(w[e], xt[e], s);
-                acc[t] = s;
-            }
-        }
-    }
-}
-
-SLG_DEV int mv_seg(const mv_args *a, size_t r, size_t *row)
-{
-    int s = 0;
-    while (s + 1 < a->nseg && r >= (size_t)a->rows_end[s]) s++;
-    *row = r - (s ? (size_t)a->rows_end[s - 1] : 0);
-    return s;
-}
-
-SLG_DEV void mv_store(const mv_args *a, int s, size_t row, int t, float dot)
-{
-    const float v = a->bias[s] ? dot + a->bias[s][row] : dot;
-    float *y = a->y[s] + (size_t)(a->at_pos[s] ? a->step[0] + t : t) * a->ldy[s] + row;
-    if (a->mode[s] == 1) *y = *y + v;
-    else if (a->mode[s] == 2) *y = gelu(v);
-    else *y = v;
-}
-
 /* LayerNorm (b != NULL) or RMSNorm of rows of d: y = norm(x) w (+ b); sums in double. */
 typedef struct {
     const float *x, *w, *b;
@@ -447,6 +360,202 @@ typedef struct {
     int d;
     double eps;
 } norm_args;
+
+/* Causal attention of token t, head h (item t H + h) against the cache rows 0 .. pos + t: the
+ * scores phase (an element per item and position), then the output phase (a warp per item and
+ * 32 output dims). */
+typedef struct {
+    const float *q; /* (n, H, hd) */
+    const float *kc, *vc; /* this layer's (max_len, kvd) */
+    float *out;     /* (n, H, hd) */
+    float *sc;      /* (NMAX, H, max_len) scores */
+    int H, hd, kvd, group, max_len;
+    float scale;
+    const int *step;
+} att_args;
+
+typedef struct {
+    int kind;
+    size_t n; /* items: elements, rows, attention items */
+    union {
+        embed_args e;
+        rope_args r;
+        silu_args s;
+        mv_args mv;
+        norm_args nm;
+        att_args at;
+    } u;
+} slg_phase;
+
+/* ---- element items ---- */
+
+SLG_DEV void embed_at(size_t i, const embed_args *a)
+{
+    const int t = (int)(i / (size_t)a->d), c = (int)(i % (size_t)a->d);
+    float v = load_w(a->te, a->te_dt, (size_t)a->step[1 + t] * a->d + c);
+    if (a->pe) v = v + load_w(a->pe, a->pe_dt, (size_t)(a->step[0] + t) * a->d + c);
+    a->x[i] = v;
+}
+
+SLG_DEV void rope_at(size_t i, const rope_args *a)
+{
+    const int half = a->hd / 2, per_t = (a->H + a->KVH) * half;
+    const int t = (int)(i / (size_t)per_t), r = (int)(i % (size_t)per_t), h = r / half, j = r % half;
+    const int pos = a->step[0] + t;
+    float *v = h < a->H ? a->q + (size_t)t * a->H * a->hd + (size_t)h * a->hd
+                        : a->kc + (size_t)pos * a->kvd + (size_t)(h - a->H) * a->hd;
+    const float c = a->cs[(size_t)pos * half + j], s = a->sn[(size_t)pos * half + j];
+    const float x0 = v[2 * j], x1 = v[2 * j + 1];
+    v[2 * j] = x0 * c - x1 * s;
+    v[2 * j + 1] = x0 * s + x1 * c;
+}
+
+/* up = silu(gate) * up, as sl_kern_silu_mul. */
+SLG_DEV void silu_at(size_t i, const silu_args *a)
+{
+    const float g = a->gate[i];
+    a->up[i] = a->up[i] * (g * sigmoid(g));
+}
+
+/* dot(q, k) over hd in order k = 0, 1, ... by fused multiply-adds; the CUDA build loads four at a
+ * time (hd % 4 == 0) so that a lane's loads are in flight together, the sum being the same. */
+SLG_DEV float att_dot(const float *q, const float *k, int hd)
+{
+    float dot = 0.0f;
+#ifdef __CUDACC__
+    if (hd % 4 == 0) {
+#pragma unroll 8
+        for (int i = 0; i < hd; i += 4) {
+            const float4 a = *(const float4 *)(q + i), b = *(const float4 *)(k + i);
+            dot = fmaf(a.x, b.x, dot), dot = fmaf(a.y, b.y, dot), dot = fmaf(a.z, b.z, dot), dot = fmaf(a.w, b.w, dot);
+        }
+        return dot;
+    }
+#endif
+    for (int i = 0; i < hd; i++) dot = fmaf(q[i], k[i], dot);
+    return dot;
+}
+
+/* Score of position j for item (t, h): element item * max_len + j, nothing past pos + t. */
+SLG_DEV void att_score_at(size_t i, const att_args *a)
+{
+    const int item = (int)(i / (size_t)a->max_len), j = (int)(i % (size_t)a->max_len);
+    const int t = item / a->H, h = item % a->H;
+    if (j > a->step[0] + t) return;
+    const float *K = a->kc + (size_t)(h / a->group) * a->hd + (size_t)j * a->kvd;
+    a->sc[i] = att_dot(a->q + (size_t)item * a->hd, K, a->hd) * a->scale;
+}
+
+/* ---- warp items: a lane's share ---- */
+
+/* One output row of a product phase, resolved once: its segment's matrix and destination, and the
+ * shared input, as scalars (so that nothing is read again through the phase after each store). */
+typedef struct {
+    const void *W;
+    const float *bias, *x;
+    float *y;
+    size_t row;
+    int dt, ldy, mode, K, ldx, n, vec, y_row0; /* y_row0: the cache row of token 0 (at_pos), else 0 */
+} mv_item;
+
+SLG_DEV mv_item mv_pick(const mv_args *a, size_t r)
+{
+    int s = 0;
+    while (s + 1 < a->nseg && r >= (size_t)a->rows_end[s]) s++;
+    mv_item m;
+    m.row = r - (s ? (size_t)a->rows_end[s - 1] : 0);
+    m.W = a->w[s], m.dt = a->dt[s], m.bias = a->bias[s], m.y = a->y[s], m.ldy = a->ldy[s], m.mode = a->mode[s];
+    m.y_row0 = a->at_pos[s] ? a->step[0] : 0;
+    m.x = a->x, m.K = a->K, m.ldx = a->ldx, m.n = a->n, m.vec = a->vec;
+    return m;
+}
+
+/* Lane's partial sums for tokens t0 .. t0 + MV_T - 1 (those < n) of the item's row: the 8-element
+ * chunks lane, lane + 32, ... in order, each element by fused multiply-add. The CUDA build loads
+ * MV_U chunks before using any (the loads in flight together; the sums in the same order). */
+#define MV_U 8
+SLG_DEV void mv_lane(const mv_item *m, int lane, int t0, float *acc)
+{
+    SLG_UNROLL
+    for (int k = 0; k < MV_T; k++) acc[k] = 0.0f;
+    const int K = m->K, nch = (K + 7) / 8, n = m->n, ldx = m->ldx, dt = m->dt;
+    const float *x = m->x;
+    const void *W = m->W;
+    const size_t row = m->row;
+#ifdef __CUDACC__
+    if (m->vec) { /* K % 8 == 0 and 16-byte aligned rows: one or two vector loads per chunk */
+        for (int c0 = lane; c0 < nch; c0 += MV_U * WARP) {
+            uint4 r0[MV_U], r1[MV_U];
+            SLG_UNROLL
+            for (int u = 0; u < MV_U; u++) {
+                const int c = c0 + u * WARP;
+                const size_t base = row * (size_t)K + (size_t)c * 8;
+                r0[u] = r1[u] = make_uint4(0, 0, 0, 0);
+                if (c < nch && dt == 0) {
+                    r0[u] = *(const uint4 *)((const float *)W + base);
+                    r1[u] = *(const uint4 *)((const float *)W + base + 4);
+                } else if (c < nch) {
+                    r0[u] = *(const uint4 *)((const uint16_t *)W + base);
+                }
+            }
+            SLG_UNROLL
+            for (int u = 0; u < MV_U; u++) {
+                const int c = c0 + u * WARP;
+                if (c >= nch) break;
+                float w[8]; /* its own array: constant indices only, so it stays in registers */
+                if (dt == 0) {
+                    w[0] = __uint_as_float(r0[u].x), w[1] = __uint_as_float(r0[u].y), w[2] = __uint_as_float(r0[u].z);
+                    w[3] = __uint_as_float(r0[u].w), w[4] = __uint_as_float(r1[u].x), w[5] = __uint_as_float(r1[u].y);
+                    w[6] = __uint_as_float(r1[u].z), w[7] = __uint_as_float(r1[u].w);
+                } else {
+                    const uint32_t p[4] = {r0[u].x, r0[u].y, r0[u].z, r0[u].w};
+                    SLG_UNROLL
+                    for (int e = 0; e < 4; e++) {
+                        w[2 * e] = dt == 1 ? f16_to_f32((uint16_t)(p[e] & 0xffffu)) : bf16_to_f32((uint16_t)(p[e] & 0xffffu));
+                        w[2 * e + 1] = dt == 1 ? f16_to_f32((uint16_t)(p[e] >> 16)) : bf16_to_f32((uint16_t)(p[e] >> 16));
+                    }
+                }
+                SLG_UNROLL
+                for (int t = 0; t < MV_T; t++) {
+                    if (t0 + t < n) {
+                        const float *xt = x + (size_t)(t0 + t) * ldx + (size_t)c * 8;
+                        const float4 x0 = *(const float4 *)xt, x1 = *(const float4 *)(xt + 4);
+                        float s = acc[t];
+                        s = fmaf(w[0], x0.x, s), s = fmaf(w[1], x0.y, s), s = fmaf(w[2], x0.z, s), s = fmaf(w[3], x0.w, s);
+                        s = fmaf(w[4], x1.x, s), s = fmaf(w[5], x1.y, s), s = fmaf(w[6], x1.z, s), s = fmaf(w[7], x1.w, s);
+                        acc[t] = s;
+                    }
+                }
+            }
+        }
+        return;
+    }
+#endif
+    for (int c = lane; c < nch; c += WARP) {
+        const size_t base = row * (size_t)K + (size_t)c * 8;
+        float w[8];
+        const int mm = K - c * 8 < 8 ? K - c * 8 : 8;
+        for (int e = 0; e < mm; e++) w[e] = load_w(W, dt, base + e);
+        SLG_UNROLL
+        for (int t = 0; t < MV_T; t++) {
+            if (t0 + t < n) {
+                const float *xt = x + (size_t)(t0 + t) * ldx + (size_t)c * 8;
+                float s = acc[t];
+                for (int e = 0; e < mm; e++) s = fmaf(w[e], xt[e], s);
+                acc[t] = s;
+            }
+        }
+    }
+}
+
+SLG_DEV void mv_store(const mv_item *m, int t, float dot)
+{
+    const float v = m->bias ? dot + m->bias[m->row] : dot;
+    float *y = m->y + (size_t)(m->y_row0 + t) * m->ldy + m->row;
+    if (m->mode == 1) *y = *y + v;
+    else if (m->mode == 2) *y = gelu(v);
+    else *y = v;
+}
 
 SLG_DEV double norm_lane_sum(const norm_args *a, size_t r, int lane, double mean, int pass)
 {
@@ -468,198 +577,286 @@ SLG_DEV void norm_lane_apply(const norm_args *a, size_t r, int lane, double mean
         y[k] = a->b ? (float)(((double)x[k] - mean) * inv) * a->w[k] + a->b[k] : (float)(x[k] * inv) * a->w[k];
 }
 
-/* Causal attention of token t, head h (item t H + h) against the cache rows 0 .. pos + t. */
-typedef struct {
-    const float *q; /* (n, H, hd) */
-    const float *kc, *vc; /* this layer's (max_len, kvd) */
-    float *out;     /* (n, H, hd) */
-    float *sc;      /* (NMAX, H, max_len) scratch */
-    int H, hd, kvd, group, max_len;
-    float scale;
-    const int *step;
-} att_args;
+/* Attention output item it = item * nc + chunk (nc = ceil(hd / 32)): the softmax's max and sum
+ * over the item's scores (each warp of the item computes the same ones), then the 32 dims
+ * c0 = 32 chunk ..: lane l sums p_j v_j over its positions j = l, l + 32, ... in order into
+ * part[32], the lanes' vectors then added by the shuffle tree, lane i ending with dim c0 + i. */
+SLG_DEV int att_len(const att_args *a, int item) { return a->step[0] + item / a->H + 1; }
 
-/* dot(q, k) over hd in order k = 0, 1, ... by fused multiply-adds; the CUDA build loads four at a
- * time (hd % 4 == 0) so that a lane's loads are in flight together, the sum being the same. */
-SLG_DEV float att_dot(const float *q, const float *k, int hd)
-{
-    float dot = 0.0f;
+/* The CUDA build reads ATT_B of a lane's positions before using any (the loads in flight together);
+ * each value is used in the same order as the plain loop's. */
 #ifdef __CUDACC__
-    if (hd % 4 == 0) {
-#pragma unroll 4
-        for (int i = 0; i < hd; i += 4) {
-            const float4 a = *(const float4 *)(q + i), b = *(const float4 *)(k + i);
-            dot = fmaf(a.x, b.x, dot), dot = fmaf(a.y, b.y, dot), dot = fmaf(a.z, b.z, dot), dot = fmaf(a.w, b.w, dot);
-        }
-        return dot;
-    }
+#define ATT_B 8
+#else
+#define ATT_B 1
 #endif
-    for (int i = 0; i < hd; i++) dot = fmaf(q[i], k[i], dot);
-    return dot;
-}
-
-SLG_DEV float att_lane_scores(const att_args *a, int item, int lane)
+SLG_DEV float att_lane_max(const att_args *a, int item, int lane)
 {
-    const int t = item / a->H, h = item % a->H, len = a->step[0] + t + 1;
-    const float *qv = a->q + (size_t)item * a->hd;
-    const float *K = a->kc + (size_t)(h / a->group) * a->hd;
-    float *s = a->sc + (size_t)item * a->max_len;
+    const float *s = a->sc + (size_t)item * a->max_len;
+    const int len = att_len(a, item);
     float mx = -INFINITY;
-    for (int j = lane; j < len; j += WARP) {
-        s[j] = att_dot(qv, K + (size_t)j * a->kvd, a->hd) * a->scale;
-        mx = fmaxf(mx, s[j]);
+    for (int j0 = lane; j0 < len; j0 += ATT_B * WARP) {
+        float v[ATT_B];
+        SLG_UNROLL
+        for (int u = 0; u < ATT_B; u++) v[u] = j0 + u * WARP < len ? s[j0 + u * WARP] : 0.0f;
+        SLG_UNROLL
+        for (int u = 0; u < ATT_B; u++)
+            if (j0 + u * WARP < len) mx = fmaxf(mx, v[u]);
     }
     return mx;
 }
 
 SLG_DEV float att_lane_exp(const att_args *a, int item, int lane, float mx)
 {
-    const int len = a->step[0] + item / a->H + 1;
-    float *s = a->sc + (size_t)item * a->max_len;
+    const float *s = a->sc + (size_t)item * a->max_len;
+    const int len = att_len(a, item);
     float sum = 0.0f;
-    for (int j = lane; j < len; j += WARP) {
-        s[j] = expf(s[j] - mx);
-        sum += s[j];
+    for (int j0 = lane; j0 < len; j0 += ATT_B * WARP) {
+        float v[ATT_B];
+        SLG_UNROLL
+        for (int u = 0; u < ATT_B; u++) v[u] = j0 + u * WARP < len ? s[j0 + u * WARP] : 0.0f;
+        SLG_UNROLL
+        for (int u = 0; u < ATT_B; u++)
+            if (j0 + u * WARP < len) sum += expf(v[u] - mx);
     }
     return sum;
 }
 
-/* The output, 32 dims c0 .. c0 + 31 at a time: lane l sums p_j v_j over its positions j = l, l + 32,
- * ... (in order) into part[32], all of its loads independent; the lanes' vectors are then added
- * by the shuffle tree, lane i ending with dim c0 + i. */
-SLG_DEV void att_lane_part(const att_args *a, int item, int lane, float inv, int c0, float *part)
+SLG_DEV void att_lane_part(const att_args *a, int item, int lane, float mx, float inv, int c0, float *part)
 {
-    const int t = item / a->H, h = item % a->H, len = a->step[0] + t + 1;
+    const int h = item % a->H, len = att_len(a, item);
     const float *V = a->vc + (size_t)(h / a->group) * a->hd + c0;
     const float *s = a->sc + (size_t)item * a->max_len;
     SLG_UNROLL
     for (int i = 0; i < WARP; i++) part[i] = 0.0f;
-    for (int j = lane; j < len; j += WARP) {
-        const float p = s[j] * inv;
-        const float *vj = V + (size_t)j * a->kvd;
 #ifdef __CUDACC__
-        if (a->hd % 4 == 0 && c0 + WARP <= a->hd) {
+    if (a->hd % 4 == 0 && c0 + WARP <= a->hd) { /* two positions' values read before either is used */
+        for (int j0 = lane; j0 < len; j0 += 2 * WARP) {
+            float4 vv[2][WARP / 4];
+            float sp[2];
             SLG_UNROLL
-            for (int i = 0; i < WARP; i += 4) {
-                const float4 v = *(const float4 *)(vj + i);
-                part[i] = fmaf(p, v.x, part[i]), part[i + 1] = fmaf(p, v.y, part[i + 1]);
-                part[i + 2] = fmaf(p, v.z, part[i + 2]), part[i + 3] = fmaf(p, v.w, part[i + 3]);
+            for (int u = 0; u < 2; u++) {
+                const int j = j0 + u * WARP < len ? j0 + u * WARP : j0;
+                sp[u] = s[j];
+                SLG_UNROLL
+                for (int i = 0; i < WARP / 4; i++) vv[u][i] = *(const float4 *)(V + (size_t)j * a->kvd + 4 * i);
             }
-            continue;
+            SLG_UNROLL
+            for (int u = 0; u < 2; u++) {
+                if (j0 + u * WARP >= len) break;
+                const float p = expf(sp[u] - mx) * inv;
+                SLG_UNROLL
+                for (int i = 0; i < WARP / 4; i++) {
+                    part[4 * i] = fmaf(p, vv[u][i].x, part[4 * i]), part[4 * i + 1] = fmaf(p, vv[u][i].y, part[4 * i + 1]);
+                    part[4 * i + 2] = fmaf(p, vv[u][i].z, part[4 * i + 2]), part[4 * i + 3] = fmaf(p, vv[u][i].w, part[4 * i + 3]);
+                }
+            }
         }
+        return;
+    }
 #endif
+    for (int j = lane; j < len; j += WARP) {
+        const float p = expf(s[j] - mx) * inv;
+        const float *vj = V + (size_t)j * a->kvd;
         SLG_UNROLL
         for (int i = 0; i < WARP; i++)
             if (c0 + i < a->hd) part[i] = fmaf(p, vj[i], part[i]);
     }
 }
 
+SLG_HD int att_chunks(const att_args *a) { return (a->hd + WARP - 1) / WARP; }
+
 #ifdef __CUDACC__
 
-static __global__ void k_matvec_g(mv_args a, size_t rows)
+/* ---- warp items on the device ---- */
+
+SLG_DEV void mv_row(const mv_args *a, size_t r, int lane)
 {
-    const size_t r = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP;
-    const int lane = threadIdx.x % WARP;
-    PDL_START();
-    PDL_WAIT();
-    if (r >= rows) return;
-    size_t row;
-    const int s = mv_seg(&a, r, &row);
-    for (int t0 = 0; t0 < a.n; t0 += MV_T) {
+    const mv_item m = mv_pick(a, r);
+    for (int t0 = 0; t0 < m.n; t0 += MV_T) {
         float acc[MV_T];
-        mv_lane(&a, a.w[s], a.dt[s], row, lane, t0, acc);
-        SLG_UNROLL
-        for (int k = 0; k < MV_T; k++) acc[k] = warp_sum_f(acc[k]);
+        mv_lane(&m, lane, t0, acc);
         SLG_UNROLL
         for (int k = 0; k < MV_T; k++)
-            if (lane == k && t0 + k < a.n) mv_store(&a, s, row, t0 + k, acc[k]);
-    }
-}
-static int k_matvec(slg_stream st, const mv_args *a)
-{
-    const size_t rows = (size_t)a->rows_end[a->nseg - 1];
-    return launch("k_matvec", k_matvec_g, (rows * WARP + 255) / 256, 256, st, *a, rows);
-}
-
-static __global__ void k_norm_g(norm_args a, size_t rows)
-{
-    const size_t r = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP;
-    const int lane = threadIdx.x % WARP;
-    PDL_START();
-    PDL_WAIT();
-    if (r >= rows) return;
-    double mean = 0, inv;
-    if (a.b) {
-        mean = warp_sum_d(norm_lane_sum(&a, r, lane, 0, 0)) / a.d;
-        inv = 1.0 / sqrt(warp_sum_d(norm_lane_sum(&a, r, lane, mean, 1)) / a.d + a.eps);
-    } else {
-        inv = 1.0 / sqrt(warp_sum_d(norm_lane_sum(&a, r, lane, 0, 0)) / a.d + a.eps);
-    }
-    norm_lane_apply(&a, r, lane, mean, inv);
-}
-static int k_norm(slg_stream st, size_t rows, const norm_args *a)
-{
-    return launch("k_norm", k_norm_g, (rows * WARP + 127) / 128, 128, st, *a, rows);
-}
-
-static __global__ void k_attention_g(att_args a, int items)
-{
-    const int item = (int)(((size_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP);
-    const int lane = threadIdx.x % WARP;
-    PDL_START();
-    PDL_WAIT();
-    if (item >= items) return;
-    const float mx = warp_max_f(att_lane_scores(&a, item, lane));
-    const float inv = 1.0f / warp_sum_f(att_lane_exp(&a, item, lane, mx));
-    __syncwarp();
-    for (int c0 = 0; c0 < a.hd; c0 += WARP) {
-        float part[WARP];
-        att_lane_part(&a, item, lane, inv, c0, part);
-        /* Recursive halving: at offset o a lane keeps the half of its o * 2 values selected by
-         * bit o of its index and adds the partner's copy of that half: the pairs of the shuffle
-         * tree, so dim i (at lane i) gets the bits tree_sum_f gives it in the C build. */
+            if (t0 + k < m.n) acc[k] = warp_sum_f(acc[k]); /* the same for every lane: no divergence */
         SLG_UNROLL
-        for (int o = WARP / 2; o >= 1; o >>= 1) {
-            const int upper = lane & o;
-            SLG_UNROLL
-            for (int i = 0; i < o; i++) {
-                const float keep = upper ? part[i + o] : part[i], send = upper ? part[i] : part[i + o];
-                part[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
-            }
-        }
-        if (c0 + lane < a.hd) a.out[(size_t)item * a.hd + c0 + lane] = part[0];
+        for (int k = 0; k < MV_T; k++)
+            if (lane == k && t0 + k < m.n) mv_store(&m, t0 + k, acc[k]);
     }
 }
-static int k_attention(slg_stream st, int items, const att_args *a)
+
+/* Rows of d <= NORM_R * 32 are read into registers once, every load in flight together; the sums
+ * run over the same elements in the same order as norm_lane_sum. */
+#define NORM_R 32
+SLG_DEV void norm_row(const norm_args *a, size_t r, int lane)
 {
-    return launch("k_attention", k_attention_g, ((size_t)items * WARP + 127) / 128, 128, st, *a, items);
+    double mean = 0, inv;
+    if (a->d > NORM_R * WARP) {
+        if (a->b) {
+            mean = warp_sum_d(norm_lane_sum(a, r, lane, 0, 0)) / a->d;
+            inv = 1.0 / sqrt(warp_sum_d(norm_lane_sum(a, r, lane, mean, 1)) / a->d + a->eps);
+        } else {
+            inv = 1.0 / sqrt(warp_sum_d(norm_lane_sum(a, r, lane, 0, 0)) / a->d + a->eps);
+        }
+        norm_lane_apply(a, r, lane, mean, inv);
+        return;
+    }
+    const int d = a->d;
+    const float *x = a->x + r * (size_t)d, *nw = a->w, *nb = a->b;
+    float *y = a->y + r * (size_t)d;
+    const double eps = a->eps;
+    float v[NORM_R];
+    SLG_UNROLL
+    for (int i = 0; i < NORM_R; i++) v[i] = lane + i * WARP < d ? x[lane + i * WARP] : 0.0f;
+    double s = 0;
+    SLG_UNROLL
+    for (int i = 0; i < NORM_R; i++)
+        if (lane + i * WARP < d) s += nb ? (double)v[i] : (double)v[i] * (double)v[i];
+    if (nb) {
+        mean = warp_sum_d(s) / d;
+        s = 0;
+        SLG_UNROLL
+        for (int i = 0; i < NORM_R; i++)
+            if (lane + i * WARP < d) s += ((double)v[i] - mean) * ((double)v[i] - mean);
+    }
+    inv = 1.0 / sqrt(warp_sum_d(s) / d + eps);
+    float o[NORM_R]; /* every result computed (its weights read) before the first store */
+    SLG_UNROLL
+    for (int i = 0; i < NORM_R; i++) {
+        const int k = lane + i * WARP < d ? lane + i * WARP : lane;
+        o[i] = nb ? (float)(((double)v[i] - mean) * inv) * nw[k] + nb[k] : (float)(v[i] * inv) * nw[k];
+    }
+    SLG_UNROLL
+    for (int i = 0; i < NORM_R; i++)
+        if (lane + i * WARP < d) y[lane + i * WARP] = o[i];
+}
+
+/* One step of the recursive halving below, at offset o (a constant at each call, so that part[]
+ * stays in registers). */
+SLG_DEV void att_halve(float *part, int lane, int o)
+{
+    const int upper = lane & o;
+    SLG_UNROLL
+    for (int i = 0; i < o; i++) {
+        const float keep = upper ? part[i + o] : part[i], send = upper ? part[i] : part[i + o];
+        part[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+}
+
+SLG_DEV void att_item(const att_args *a, size_t it, int lane)
+{
+    const int nc = att_chunks(a), item = (int)(it / (size_t)nc), c0 = (int)(it % (size_t)nc) * WARP;
+    const float mx = warp_max_f(att_lane_max(a, item, lane));
+    const float inv = 1.0f / warp_sum_f(att_lane_exp(a, item, lane, mx));
+    float part[WARP];
+    att_lane_part(a, item, lane, mx, inv, c0, part);
+    /* Recursive halving: at offset o a lane keeps the half of its o * 2 values selected by bit o
+     * of its index and adds the partner's copy of that half: the pairs of the shuffle tree, so dim
+     * i (at lane i) gets the bits tree_sum_f gives it in the C build. */
+    att_halve(part, lane, 16);
+    att_halve(part, lane, 8);
+    att_halve(part, lane, 4);
+    att_halve(part, lane, 2);
+    att_halve(part, lane, 1);
+    if (c0 + lane < a->hd) a->out[(size_t)item * a->hd + c0 + lane] = part[0];
+}
+
+SLG_HD int phase_per_warp(int kind) { return kind == PH_NORM || kind == PH_MATVEC || kind == PH_ATT; }
+
+/* This thread's share of phase f (in shared memory): thread tid of nthr (warp tid / 32 of nthr / 32
+ * for warp items). */
+SLG_DEV void phase_part(const slg_phase *f, size_t tid, size_t nthr)
+{
+    const int lane = (int)(tid % WARP);
+    const size_t w = tid / WARP, nw = nthr / WARP, n = f->n;
+    switch (f->kind) {
+    case PH_EMBED:
+        for (size_t i = tid; i < n; i += nthr) embed_at(i, &f->u.e);
+        break;
+    case PH_ROPE:
+        for (size_t i = tid; i < n; i += nthr) rope_at(i, &f->u.r);
+        break;
+    case PH_SILU:
+        for (size_t i = tid; i < n; i += nthr) silu_at(i, &f->u.s);
+        break;
+    case PH_ATT_SCORES:
+        for (size_t i = tid; i < n; i += nthr) att_score_at(i, &f->u.at);
+        break;
+    case PH_NORM:
+        for (size_t i = w; i < n; i += nw) norm_row(&f->u.nm, i, lane);
+        break;
+    case PH_MATVEC:
+        for (size_t i = w; i < n; i += nw) mv_row(&f->u.mv, i, lane);
+        break;
+    case PH_ATT:
+        for (size_t i = w; i < n; i += nw) att_item(&f->u.at, i, lane);
+        break;
+    }
+}
+
+/* Copies phase src to shared memory (every thread of the block, then a block barrier). */
+SLG_DEV void phase_to_shared(slg_phase *dst, const slg_phase *src)
+{
+    if (threadIdx.x < sizeof(slg_phase) / sizeof(uint32_t)) ((uint32_t *)dst)[threadIdx.x] = ((const uint32_t *)src)[threadIdx.x];
+    __syncthreads();
+}
+
+#define PH_THREADS 256
+
+/* One phase per launch (its arguments by value), enough threads for one item each. */
+static __global__ void __launch_bounds__(PH_THREADS) k_phase_g(slg_phase arg)
+{
+    __shared__ slg_phase f;
+    PDL_START();
+    phase_to_shared(&f, &arg);
+    PDL_WAIT();
+    phase_part(&f, (size_t)blockIdx.x * blockDim.x + threadIdx.x, (size_t)gridDim.x * blockDim.x);
+}
+
+/* The whole list in one cooperative launch: every block walks the phases, a grid-wide barrier
+ * after each (it also makes the phase's writes visible to every block). The phase is first copied
+ * to shared memory, where its arguments are read from. */
+static __global__ void __launch_bounds__(PH_THREADS) k_fused_g(const slg_phase *ph, int nph)
+{
+    __shared__ slg_phase f;
+    cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nthr = (size_t)gridDim.x * blockDim.x;
+    for (int p = 0; p < nph; p++) {
+        phase_to_shared(&f, ph + p);
+        phase_part(&f, tid, nthr);
+        grid.sync();
+    }
+}
+
+static int phase_launch(slg_stream st, const slg_phase *f)
+{
+    const size_t threads = phase_per_warp(f->kind) ? f->n * WARP : f->n;
+    return threads ? launch("phase kernel", k_phase_g, (threads + PH_THREADS - 1) / PH_THREADS, PH_THREADS, st, *f) : 0;
 }
 
 #else
 
-static int k_matvec(slg_stream st, const mv_args *a)
+/* ---- the C build: each phase a loop over its items, a warp's lanes a loop ---- */
+
+static void mv_rows(const mv_args *a)
 {
-    (void)st;
     const long rows = a->rows_end[a->nseg - 1];
 #pragma omp parallel for schedule(static) if ((long)a->K * rows * a->n >= (1L << 20))
     for (long r = 0; r < rows; r++) {
-        size_t row;
-        const int s = mv_seg(a, (size_t)r, &row);
+        const mv_item m = mv_pick(a, (size_t)r);
         for (int t0 = 0; t0 < a->n; t0 += MV_T) {
             float acc[WARP][MV_T], v[WARP];
-            for (int lane = 0; lane < WARP; lane++) mv_lane(a, a->w[s], a->dt[s], row, lane, t0, acc[lane]);
+            for (int lane = 0; lane < WARP; lane++) mv_lane(&m, lane, t0, acc[lane]);
             for (int k = 0; k < MV_T && t0 + k < a->n; k++) {
                 for (int lane = 0; lane < WARP; lane++) v[lane] = acc[lane][k];
-                mv_store(a, s, row, t0 + k, tree_sum_f(v));
+                mv_store(&m, t0 + k, tree_sum_f(v));
             }
         }
     }
-    return 0;
 }
 
-static int k_norm(slg_stream st, size_t rows, const norm_args *a)
+static void norm_rows(const norm_args *a, size_t rows)
 {
-    (void)st;
     for (size_t r = 0; r < rows; r++) {
         double v[WARP], mean = 0, inv;
         if (a->b) {
@@ -673,29 +870,42 @@ static int k_norm(slg_stream st, size_t rows, const norm_args *a)
         }
         for (int l = 0; l < WARP; l++) norm_lane_apply(a, r, l, mean, inv);
     }
-    return 0;
 }
 
-static int k_attention(slg_stream st, int items, const att_args *a)
+static void att_items(const att_args *a, size_t n)
 {
-    (void)st;
-#pragma omp parallel for schedule(static) if (items >= 64)
-    for (int item = 0; item < items; item++) {
-        float v[WARP];
-        for (int l = 0; l < WARP; l++) v[l] = att_lane_scores(a, item, l);
+    const int nc = att_chunks(a);
+#pragma omp parallel for schedule(static) if (n >= 64)
+    for (long it = 0; it < (long)n; it++) {
+        const int item = (int)(it / nc), c0 = (int)(it % nc) * WARP;
+        float v[WARP], part[WARP][WARP];
+        for (int l = 0; l < WARP; l++) v[l] = att_lane_max(a, item, l);
         const float mx = tree_max_f(v);
         for (int l = 0; l < WARP; l++) v[l] = att_lane_exp(a, item, l, mx);
         const float inv = 1.0f / tree_sum_f(v);
-        for (int c0 = 0; c0 < a->hd; c0 += WARP) {
-            float part[WARP][WARP];
-            for (int l = 0; l < WARP; l++) att_lane_part(a, item, l, inv, c0, part[l]);
-            for (int i = 0; i < WARP && c0 + i < a->hd; i++) {
-                for (int l = 0; l < WARP; l++) v[l] = part[l][i];
-                a->out[(size_t)item * a->hd + c0 + i] = tree_sum_f(v);
-            }
+        for (int l = 0; l < WARP; l++) att_lane_part(a, item, l, mx, inv, c0, part[l]);
+        for (int i = 0; i < WARP && c0 + i < a->hd; i++) {
+            for (int l = 0; l < WARP; l++) v[l] = part[l][i];
+            a->out[(size_t)item * a->hd + c0 + i] = tree_sum_f(v);
         }
     }
-    return 0;
+}
+
+#define ELEMENTS(fn, args)                                                                               \
+    _Pragma("omp parallel for schedule(static) if (f->n >= 4096)") for (long i = 0; i < (long)f->n; i++) \
+        fn((size_t)i, args)
+
+static void phase_run(const slg_phase *f)
+{
+    switch (f->kind) {
+    case PH_EMBED: ELEMENTS(embed_at, &f->u.e); break;
+    case PH_ROPE: ELEMENTS(rope_at, &f->u.r); break;
+    case PH_SILU: ELEMENTS(silu_at, &f->u.s); break;
+    case PH_ATT_SCORES: ELEMENTS(att_score_at, &f->u.at); break;
+    case PH_NORM: norm_rows(&f->u.nm, f->n); break;
+    case PH_MATVEC: mv_rows(&f->u.mv); break;
+    case PH_ATT: att_items(&f->u.at, f->n); break;
+    }
 }
 
 #endif
@@ -731,10 +941,14 @@ struct sl_igpu_ctx {
     int *step;          /* device {pos, tokens (NMAX)} */
     int *h_step;        /* pinned host copy */
     float *h_logits;    /* pinned (NMAX, vocab) */
+    slg_phase *ph;      /* host: the phase list being built (max_phases) */
+    int max_phases;
 #ifdef __CUDACC__
-    cudaGraphExec_t graph[NMAX + 1][NMAX + 1]; /* [n][n_rows] */
+    slg_phase *dph[NMAX + 1][NMAX + 1];        /* device copies of the lists, by [n][n_rows] (persistent kernel) */
+    int nph[NMAX + 1][NMAX + 1];
+    cudaGraphExec_t graph[NMAX + 1][NMAX + 1]; /* per-phase launches, recorded */
     unsigned char seen[NMAX + 1][NMAX + 1];    /* run once directly before being captured */
-    int use_graphs;
+    int use_graphs, fused, fused_blocks;
 #endif
 };
 
@@ -825,9 +1039,12 @@ static void ctx_free(sl_igpu_ctx *c)
     if (!c) return;
 #ifdef __CUDACC__
     for (int n = 0; n <= NMAX; n++)
-        for (int r = 0; r <= NMAX; r++)
+        for (int r = 0; r <= NMAX; r++) {
             if (c->graph[n][r]) cudaGraphExecDestroy(c->graph[n][r]);
+            dev_free(c->dph[n][r]);
+        }
 #endif
+    free(c->ph);
     dev_free(c->kc);
     dev_free(c->vc);
     dev_free(c->x);
@@ -892,9 +1109,27 @@ static sl_igpu_ctx *ctx_create(sl_igpu_model *g, int max_len)
         ctx_free(c);
         return NULL;
     }
+    c->max_phases = 3 + 10 * w->n_layer;
+    if (!(c->ph = (slg_phase *)calloc((size_t)c->max_phases, sizeof *c->ph))) {
+        fail("out of host memory");
+        ctx_free(c);
+        return NULL;
+    }
 #ifdef __CUDACC__
-    const char *e = getenv("SL_INFER_GRAPHS");
+    const char *e = getenv("SL_INFER_GRAPHS"), *fu = getenv("SL_INFER_FUSED"), *fb = getenv("SL_INFER_FUSED_BLOCKS");
     c->use_graphs = !(e && !strcmp(e, "0"));
+    c->fused = fu && !strcmp(fu, "1");
+    if (c->fused) { /* every block resident at once, as the grid-wide barrier needs */
+        int dev = 0, sms = 0, per_sm = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (cuda_ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_fused_g, PH_THREADS, 0), "occupancy")) {
+            ctx_free(c);
+            return NULL;
+        }
+        c->fused_blocks = sms * per_sm;
+        if (fb && atoi(fb) > 0 && atoi(fb) < c->fused_blocks) c->fused_blocks = atoi(fb);
+    }
 #endif
     return c;
 }
@@ -926,62 +1161,140 @@ static void mv_add(mv_args *a, sl_igpu_mat W, const float *bias, float *y, int l
     a->mode[s] = mode;
 }
 
-/* Every kernel of one forward call of n tokens, the logits of the last n_rows; reads the position
- * and ids from c->step, so that the same launches serve any position (and one CUDA graph). */
-static int enqueue_forward(sl_igpu_ctx *c, int n, int n_rows)
+static slg_phase *phase_add(sl_igpu_ctx *c, int *nph, int kind, size_t n)
+{
+    slg_phase *f = &c->ph[(*nph)++];
+    memset(f, 0, sizeof *f);
+    f->kind = kind;
+    f->n = n;
+    return f;
+}
+
+static void phase_mv(sl_igpu_ctx *c, int *nph, const mv_args *a)
+{
+    phase_add(c, nph, PH_MATVEC, (size_t)a->rows_end[a->nseg - 1])->u.mv = *a;
+}
+
+/* The phases of one forward call of n tokens, the logits of the last n_rows, into c->ph; they read
+ * the position and ids from c->step, so that the same list serves any position. Returns the count. */
+static int build_phases(sl_igpu_ctx *c, int n, int n_rows)
 {
     const sl_igpu_model *g = c->g;
     const sl_igpu_weights *w = &g->cfg;
     const int d = w->d_model, hd = w->head_dim, H = w->n_head, KVH = w->n_kv_head, qd = H * hd, kvd = KVH * hd;
     const int ff = w->d_ff, gpt2 = w->arch == 0;
     const size_t M = (size_t)c->max_len;
-    slg_stream st = c->st;
     float *f1 = c->ff, *f2 = c->ff + (size_t)NMAX * ff;
-    if (k_embed(st, (size_t)n * d, c->x, g->tok_emb.w, g->tok_emb.dt, gpt2 ? g->pos_emb.w : NULL, g->pos_emb.dt, c->step, d))
-        return -1;
+    int np = 0;
+    embed_args ea = {c->x, g->tok_emb.w, gpt2 ? g->pos_emb.w : NULL, g->tok_emb.dt, g->pos_emb.dt, d, c->step};
+    phase_add(c, &np, PH_EMBED, (size_t)n * d)->u.e = ea;
     for (int l = 0; l < w->n_layer; l++) {
         const dev_layer *L = &g->layers[l];
         float *kc = c->kc + (size_t)l * M * kvd, *vc = c->vc + (size_t)l * M * kvd;
         norm_args na = {c->x, L->attn_norm_w, L->attn_norm_b, c->xn, d, w->norm_eps};
-        if (k_norm(st, (size_t)n, &na)) return -1;
+        phase_add(c, &np, PH_NORM, (size_t)n)->u.nm = na;
         mv_args a = mv_make(c, c->xn, d, n);
         mv_add(&a, L->q, L->bq, c->q, qd, qd, 0, 0);
         mv_add(&a, L->k, L->bk, kc, kvd, kvd, 1, 0);
         mv_add(&a, L->v, L->bv, vc, kvd, kvd, 1, 0);
-        if (k_matvec(st, &a)) return -1;
-        if (!gpt2 && k_rope(st, (size_t)n * (H + KVH) * (hd / 2), c->q, kc, c->rope_cos, c->rope_sin, c->step, H, KVH, hd, kvd))
-            return -1;
+        phase_mv(c, &np, &a);
+        if (!gpt2) {
+            rope_args ra = {c->q, kc, c->rope_cos, c->rope_sin, c->step, H, KVH, hd, kvd};
+            phase_add(c, &np, PH_ROPE, (size_t)n * (H + KVH) * (hd / 2))->u.r = ra;
+        }
         att_args aa = {c->q, kc, vc, c->att, c->sc, H, hd, kvd, H / KVH, c->max_len, 1.0f / sqrtf((float)hd), c->step};
-        if (k_attention(st, n * H, &aa)) return -1;
+        phase_add(c, &np, PH_ATT_SCORES, (size_t)n * H * M)->u.at = aa;
+        phase_add(c, &np, PH_ATT, (size_t)n * H * att_chunks(&aa))->u.at = aa;
         a = mv_make(c, c->att, qd, n);
         mv_add(&a, L->o, L->bo, c->x, d, d, 0, 1);
-        if (k_matvec(st, &a)) return -1;
+        phase_mv(c, &np, &a);
         na.w = L->mlp_norm_w;
         na.b = L->mlp_norm_b;
-        if (k_norm(st, (size_t)n, &na)) return -1;
+        phase_add(c, &np, PH_NORM, (size_t)n)->u.nm = na;
         a = mv_make(c, c->xn, d, n);
         if (gpt2) {
             mv_add(&a, L->up, L->bup, f1, ff, ff, 0, 2);
-            if (k_matvec(st, &a)) return -1;
+            phase_mv(c, &np, &a);
         } else {
             mv_add(&a, L->up, NULL, f1, ff, ff, 0, 0);
             mv_add(&a, L->gate, NULL, f2, ff, ff, 0, 0);
-            if (k_matvec(st, &a) || k_silu_mul(st, (size_t)n * ff, f1, f2)) return -1;
+            phase_mv(c, &np, &a);
+            silu_args sa = {f1, f2};
+            phase_add(c, &np, PH_SILU, (size_t)n * ff)->u.s = sa;
         }
         a = mv_make(c, f1, ff, n);
         mv_add(&a, L->down, L->bdown, c->x, d, d, 0, 1);
-        if (k_matvec(st, &a)) return -1;
+        phase_mv(c, &np, &a);
     }
     if (n_rows > 0) {
         const int r0 = n - n_rows;
         norm_args na = {c->x + (size_t)r0 * d, g->final_norm_w, g->final_norm_b, c->xn, d, w->norm_eps};
-        if (k_norm(st, (size_t)n_rows, &na)) return -1;
+        phase_add(c, &np, PH_NORM, (size_t)n_rows)->u.nm = na;
         mv_args a = mv_make(c, c->xn, d, n_rows);
         mv_add(&a, g->lm_head, NULL, c->logits, w->vocab, w->vocab, 0, 0);
-        if (k_matvec(st, &a)) return -1;
+        phase_mv(c, &np, &a);
     }
+    return np;
+}
+
+#ifdef __CUDACC__
+/* The device's copy of the (n, n_rows) list, made on first use. */
+static int device_phases(sl_igpu_ctx *c, int n, int n_rows)
+{
+    if (c->dph[n][n_rows]) return 0;
+    const int np = build_phases(c, n, n_rows);
+    slg_phase *d = (slg_phase *)dev_alloc((size_t)np * sizeof *d);
+    if (!d || to_dev(d, c->ph, (size_t)np * sizeof *d)) {
+        dev_free(d);
+        return -1;
+    }
+    c->dph[n][n_rows] = d;
+    c->nph[n][n_rows] = np;
     return 0;
 }
+
+/* The list as one launch per phase, each phase's arguments passed by value. */
+static int enqueue_phases(sl_igpu_ctx *c, int n, int n_rows)
+{
+    const int np = build_phases(c, n, n_rows);
+    for (int p = 0; p < np; p++)
+        if (phase_launch(c->st, &c->ph[p])) return -1;
+    return 0;
+}
+
+static int run_step(sl_igpu_ctx *c, int n, int n_rows)
+{
+    if (c->fused) {
+        if (device_phases(c, n, n_rows)) return -1;
+        const slg_phase *ph = c->dph[n][n_rows];
+        int np = c->nph[n][n_rows];
+        void *args[] = {(void *)&ph, (void *)&np};
+        return cuda_ok(cudaLaunchCooperativeKernel((const void *)k_fused_g, dim3((unsigned)c->fused_blocks), dim3(PH_THREADS), args, 0, c->st.s),
+                       "persistent step kernel");
+    }
+    cudaGraphExec_t *ge = &c->graph[n][n_rows];
+    if (c->use_graphs && c->seen[n][n_rows] && !*ge) {
+        cudaGraph_t graph;
+        if (cuda_ok(cudaStreamBeginCapture(c->st.s, cudaStreamCaptureModeThreadLocal), "begin capture")) return -1;
+        int rc = enqueue_phases(c, n, n_rows);
+        if (cuda_ok(cudaStreamEndCapture(c->st.s, &graph), "end capture") || rc) return -1;
+        rc = cuda_ok(cudaGraphInstantiateWithFlags(ge, graph, 0), "graph instantiate");
+        cudaGraphDestroy(graph);
+        if (rc) return -1;
+    }
+    if (*ge) return cuda_ok(cudaGraphLaunch(*ge, c->st.s), "graph launch");
+    if (enqueue_phases(c, n, n_rows)) return -1;
+    c->seen[n][n_rows] = 1;
+    return 0;
+}
+#else
+static int run_step(sl_igpu_ctx *c, int n, int n_rows)
+{
+    const int np = build_phases(c, n, n_rows);
+    for (int p = 0; p < np; p++) phase_run(&c->ph[p]);
+    return 0;
+}
+#endif
 
 static int forward(sl_igpu_ctx *c, const int32_t *tokens, int n, int pos, int n_rows, float *logits)
 {
@@ -991,26 +1304,7 @@ static int forward(sl_igpu_ctx *c, const int32_t *tokens, int n, int pos, int n_
     c->h_step[0] = pos;
     for (int t = 0; t < n; t++) c->h_step[1 + t] = tokens[t];
     if (to_dev_async(c->st, c->step, c->h_step, (size_t)(1 + n) * sizeof(int))) return -1;
-#ifdef __CUDACC__
-    cudaGraphExec_t *ge = &c->graph[n][n_rows];
-    if (c->use_graphs && c->seen[n][n_rows] && !*ge) {
-        cudaGraph_t graph;
-        if (cuda_ok(cudaStreamBeginCapture(c->st.s, cudaStreamCaptureModeThreadLocal), "begin capture")) return -1;
-        int rc = enqueue_forward(c, n, n_rows);
-        if (cuda_ok(cudaStreamEndCapture(c->st.s, &graph), "end capture") || rc) return -1;
-        rc = cuda_ok(cudaGraphInstantiateWithFlags(ge, graph, 0), "graph instantiate");
-        cudaGraphDestroy(graph);
-        if (rc) return -1;
-    }
-    if (*ge) {
-        if (cuda_ok(cudaGraphLaunch(*ge, c->st.s), "graph launch")) return -1;
-    } else {
-        if (enqueue_forward(c, n, n_rows)) return -1;
-        c->seen[n][n_rows] = 1;
-    }
-#else
-    if (enqueue_forward(c, n, n_rows)) return -1;
-#endif
+    if (run_step(c, n, n_rows)) return -1;
     if (n_rows && to_host_async(c->st, c->h_logits, c->logits, (size_t)n_rows * V * sizeof(float))) return -1;
     if (stream_sync(c->st)) return -1;
     if (n_rows) memcpy(logits, c->h_logits, (size_t)n_rows * V * sizeof(float));

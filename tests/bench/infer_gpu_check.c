@@ -7,9 +7,11 @@
  *     test uses 2e-5 with glibc's expf; the device's expf and the lanes' order add ~1e-6);
  *   - determinism: the same sequence on a second context gives the same bits;
  *   - speed: ms per token of autoregressive decoding (one token per call, 128 tokens after a prompt
- *     of 16), and t(n) = one call of n tokens at context 128, n = 1..16, median of 30, with the
- *     CUDA graphs and programmatic dependent launch on, PDL off (SL_INFER_PDL=0), and both off
- *     (SL_INFER_GRAPHS=0).
+ *     of 16), and t(n) = one call of n tokens at context 128, n = 1..16, median of 30: one launch
+ *     per phase with CUDA graphs and programmatic dependent launch (the default), the persistent
+ *     step kernel (SL_INFER_FUSED=1), graphs alone (SL_INFER_PDL=0), and neither
+ *     (SL_INFER_GRAPHS=0);
+ *   - the persistent kernel against one launch per phase: bit for bit.
  * usage: infer_gpu_check [--device cuda|cuda-emu] [MODEL...] (default: the tests/ref fixtures).
  * Without the CUDA library it says so and exits 0 (make bench on machines without a GPU).
  */
@@ -103,6 +105,19 @@ static int check_model(const char *path, const char *device)
     ok = worst <= 1e-4 && same;
     printf("%s on %s: %zu rows, worst relative difference to the CPU engine %.3g (bound 1e-4), rerun %s -> %s\n",
            path, device, ra, worst, same ? "bit-identical" : "DIFFERS", ok ? "ok" : "FAIL");
+    /* One launch per phase (the default) against the persistent kernel: the same bits. */
+    if (strcmp(device, "cuda-emu")) {
+        sl_model_ctx *cp = NULL;
+        size_t rp = 0;
+        setenv("SL_INFER_FUSED", "1", 1);
+        int rp_rc = sl_model_ctx_alloc(mg, L, &cp);
+        unsetenv("SL_INFER_FUSED");
+        if (!rp_rc) rp_rc = sequence(cp, tok, L, b2, &rp);
+        const int same_p = !rp_rc && rp == ra && memcmp(b, b2, ra * V * sizeof(float)) == 0;
+        printf("  the persistent kernel against one launch per phase: %s\n", rp_rc ? sl_errmsg() : same_p ? "bit-identical" : "DIFFERS");
+        ok = ok && same_p;
+        sl_model_ctx_free(cp);
+    }
     /* Small models: the device against its emulation (the same sums in the same order; they can
      * differ through expf, the device's and glibc's, in GELU, SiLU and the softmax). */
     if (strcmp(device, "cuda-emu") && mc->n_params <= 2000000) {
@@ -124,14 +139,17 @@ static int check_model(const char *path, const char *device)
         sl_model_close(me);
     }
 
-    /* Speed: graphs and PDL on (the contexts above), PDL off, both off (fresh contexts). */
-    static const char *const mode_name[3] = {"graphs+pdl", "graphs", "plain"};
-    for (int mode = 0; mode < 3; mode++) {
+    /* Speed: one launch per phase with graphs and PDL (the contexts above), the persistent kernel,
+     * graphs alone, and neither (fresh contexts). */
+    static const char *const mode_name[4] = {"graphs+pdl", "persistent", "graphs", "plain"};
+    for (int mode = 0; mode < 4; mode++) {
         sl_model_ctx *c = g1;
         if (mode) {
-            setenv("SL_INFER_PDL", "0", 1);
-            if (mode == 2) setenv("SL_INFER_GRAPHS", "0", 1);
+            if (mode == 1) setenv("SL_INFER_FUSED", "1", 1);
+            if (mode >= 2) setenv("SL_INFER_PDL", "0", 1);
+            if (mode == 3) setenv("SL_INFER_GRAPHS", "0", 1);
             rc = sl_model_ctx_alloc(mg, L, &c);
+            unsetenv("SL_INFER_FUSED");
             unsetenv("SL_INFER_GRAPHS");
             unsetenv("SL_INFER_PDL");
             if (rc) break;
@@ -158,7 +176,7 @@ static int check_model(const char *path, const char *device)
             }
             t_n[n] = median(reps, 30);
         }
-        printf("  %-10s: decode %.4f ms/token; t(n) at context %zu in ms:", mode_name[mode], ms_tok, ctx_len);
+        printf("  %-11s: decode %.4f ms/token; t(n) at context %zu in ms:", mode_name[mode], ms_tok, ctx_len);
         for (size_t n = 1; n <= SL_INFER_GPU_NMAX && ctx_len + n <= L; n++) printf(" %zu:%.4f", n, 1e3 * t_n[n]);
         printf("\n");
         if (mode) sl_model_ctx_free(c);
