@@ -470,67 +470,84 @@ SLG_DEV mv_item mv_pick(const mv_args *a, size_t r)
     return m;
 }
 
+#ifdef __CUDACC__
+/* The vector path of mv_lane (K % 8 == 0, 16-byte aligned rows) for weights of one dtype class:
+ * F32 (two 16-byte loads a chunk) or 16-bit (one). 64 bytes of each row in flight per lane before
+ * any is used (4 chunks of f32, 8 of f16/bf16): the same registers for both. */
+template <int F32>
+SLG_DEV void mv_lane_vec(const mv_item *m, int lane, int t0, float *acc)
+{
+    constexpr int U = F32 ? 4 : 8;
+    const int K = m->K, nch = K / 8, n = m->n, ldx = m->ldx, dt = m->dt;
+    const float *x = m->x;
+    const size_t row0 = m->row * (size_t)K;
+    for (int c0 = lane; c0 < nch; c0 += U * WARP) {
+        uint4 r[U * (F32 ? 2 : 1)];
+        SLG_UNROLL
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + u * WARP;
+            if (F32) {
+                r[2 * u] = r[2 * u + 1] = make_uint4(0, 0, 0, 0);
+                if (c < nch) {
+                    r[2 * u] = *(const uint4 *)((const float *)m->W + row0 + (size_t)c * 8);
+                    r[2 * u + 1] = *(const uint4 *)((const float *)m->W + row0 + (size_t)c * 8 + 4);
+                }
+            } else {
+                r[u] = make_uint4(0, 0, 0, 0);
+                if (c < nch) r[u] = *(const uint4 *)((const uint16_t *)m->W + row0 + (size_t)c * 8);
+            }
+        }
+        SLG_UNROLL
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + u * WARP;
+            if (c >= nch) break;
+            float w[8]; /* its own array: constant indices only, so it stays in registers */
+            if (F32) {
+                const uint4 a = r[2 * u], b = r[2 * u + 1];
+                w[0] = __uint_as_float(a.x), w[1] = __uint_as_float(a.y), w[2] = __uint_as_float(a.z), w[3] = __uint_as_float(a.w);
+                w[4] = __uint_as_float(b.x), w[5] = __uint_as_float(b.y), w[6] = __uint_as_float(b.z), w[7] = __uint_as_float(b.w);
+            } else {
+                const uint32_t p[4] = {r[u].x, r[u].y, r[u].z, r[u].w};
+                SLG_UNROLL
+                for (int e = 0; e < 4; e++) {
+                    w[2 * e] = dt == 1 ? f16_to_f32((uint16_t)(p[e] & 0xffffu)) : bf16_to_f32((uint16_t)(p[e] & 0xffffu));
+                    w[2 * e + 1] = dt == 1 ? f16_to_f32((uint16_t)(p[e] >> 16)) : bf16_to_f32((uint16_t)(p[e] >> 16));
+                }
+            }
+            SLG_UNROLL
+            for (int t = 0; t < MV_T; t++) {
+                if (t0 + t < n) {
+                    const float *xt = x + (size_t)(t0 + t) * ldx + (size_t)c * 8;
+                    const float4 x0 = *(const float4 *)xt, x1 = *(const float4 *)(xt + 4);
+                    float s = acc[t];
+                    s = fmaf(w[0], x0.x, s), s = fmaf(w[1], x0.y, s), s = fmaf(w[2], x0.z, s), s = fmaf(w[3], x0.w, s);
+                    s = fmaf(w[4], x1.x, s), s = fmaf(w[5], x1.y, s), s = fmaf(w[6], x1.z, s), s = fmaf(w[7], x1.w, s);
+                    acc[t] = s;
+                }
+            }
+        }
+    }
+}
+#endif
+
 /* Lane's partial sums for tokens t0 .. t0 + MV_T - 1 (those < n) of the item's row: the 8-element
- * chunks lane, lane + 32, ... in order, each element by fused multiply-add. The CUDA build loads
- * MV_U chunks before using any (the loads in flight together; the sums in the same order). */
-#define MV_U 8
+ * chunks lane, lane + 32, ... in order, each element by fused multiply-add (the CUDA build's
+ * vector path reads several chunks before using any; the sums are the same). */
 SLG_DEV void mv_lane(const mv_item *m, int lane, int t0, float *acc)
 {
     SLG_UNROLL
     for (int k = 0; k < MV_T; k++) acc[k] = 0.0f;
+#ifdef __CUDACC__
+    if (m->vec) {
+        if (m->dt == 0) mv_lane_vec<1>(m, lane, t0, acc);
+        else mv_lane_vec<0>(m, lane, t0, acc);
+        return;
+    }
+#endif
     const int K = m->K, nch = (K + 7) / 8, n = m->n, ldx = m->ldx, dt = m->dt;
     const float *x = m->x;
     const void *W = m->W;
     const size_t row = m->row;
-#ifdef __CUDACC__
-    if (m->vec) { /* K % 8 == 0 and 16-byte aligned rows: one or two vector loads per chunk */
-        for (int c0 = lane; c0 < nch; c0 += MV_U * WARP) {
-            uint4 r0[MV_U], r1[MV_U];
-            SLG_UNROLL
-            for (int u = 0; u < MV_U; u++) {
-                const int c = c0 + u * WARP;
-                const size_t base = row * (size_t)K + (size_t)c * 8;
-                r0[u] = r1[u] = make_uint4(0, 0, 0, 0);
-                if (c < nch && dt == 0) {
-                    r0[u] = *(const uint4 *)((const float *)W + base);
-                    r1[u] = *(const uint4 *)((const float *)W + base + 4);
-                } else if (c < nch) {
-                    r0[u] = *(const uint4 *)((const uint16_t *)W + base);
-                }
-            }
-            SLG_UNROLL
-            for (int u = 0; u < MV_U; u++) {
-                const int c = c0 + u * WARP;
-                if (c >= nch) break;
-                float w[8]; /* its own array: constant indices only, so it stays in registers */
-                if (dt == 0) {
-                    w[0] = __uint_as_float(r0[u].x), w[1] = __uint_as_float(r0[u].y), w[2] = __uint_as_float(r0[u].z);
-                    w[3] = __uint_as_float(r0[u].w), w[4] = __uint_as_float(r1[u].x), w[5] = __uint_as_float(r1[u].y);
-                    w[6] = __uint_as_float(r1[u].z), w[7] = __uint_as_float(r1[u].w);
-                } else {
-                    const uint32_t p[4] = {r0[u].x, r0[u].y, r0[u].z, r0[u].w};
-                    SLG_UNROLL
-                    for (int e = 0; e < 4; e++) {
-                        w[2 * e] = dt == 1 ? f16_to_f32((uint16_t)(p[e] & 0xffffu)) : bf16_to_f32((uint16_t)(p[e] & 0xffffu));
-                        w[2 * e + 1] = dt == 1 ? f16_to_f32((uint16_t)(p[e] >> 16)) : bf16_to_f32((uint16_t)(p[e] >> 16));
-                    }
-                }
-                SLG_UNROLL
-                for (int t = 0; t < MV_T; t++) {
-                    if (t0 + t < n) {
-                        const float *xt = x + (size_t)(t0 + t) * ldx + (size_t)c * 8;
-                        const float4 x0 = *(const float4 *)xt, x1 = *(const float4 *)(xt + 4);
-                        float s = acc[t];
-                        s = fmaf(w[0], x0.x, s), s = fmaf(w[1], x0.y, s), s = fmaf(w[2], x0.z, s), s = fmaf(w[3], x0.w, s);
-                        s = fmaf(w[4], x1.x, s), s = fmaf(w[5], x1.y, s), s = fmaf(w[6], x1.z, s), s = fmaf(w[7], x1.w, s);
-                        acc[t] = s;
-                    }
-                }
-            }
-        }
-        return;
-    }
-#endif
     for (int c = lane; c < nch; c += WARP) {
         const size_t base = row * (size_t)K + (size_t)c * 8;
         float w[8];
@@ -763,13 +780,14 @@ SLG_DEV void att_item(const att_args *a, size_t it, int lane)
 
 SLG_HD int phase_per_warp(int kind) { return kind == PH_NORM || kind == PH_MATVEC || kind == PH_ATT; }
 
-/* This thread's share of phase f (in shared memory): thread tid of nthr (warp tid / 32 of nthr / 32
+/* This thread's share of phase f (in shared memory; kind = f->kind, a constant where the caller
+ * knows it): thread tid of nthr (warp tid / 32 of nthr / 32
  * for warp items). */
-SLG_DEV void phase_part(const slg_phase *f, size_t tid, size_t nthr)
+SLG_DEV void phase_part(const slg_phase *f, int kind, size_t tid, size_t nthr)
 {
     const int lane = (int)(tid % WARP);
     const size_t w = tid / WARP, nw = nthr / WARP, n = f->n;
-    switch (f->kind) {
+    switch (kind) {
     case PH_EMBED:
         for (size_t i = tid; i < n; i += nthr) embed_at(i, &f->u.e);
         break;
@@ -803,14 +821,17 @@ SLG_DEV void phase_to_shared(slg_phase *dst, const slg_phase *src)
 
 #define PH_THREADS 256
 
-/* One phase per launch (its arguments by value), enough threads for one item each. */
-static __global__ void __launch_bounds__(PH_THREADS) k_phase_g(slg_phase arg)
+/* One phase per launch (its arguments by value), enough threads for one item each. One kernel per
+ * kind of phase (KIND a constant: the other cases vanish), so that each gets only the registers
+ * its own kind needs and as many blocks fit on a multiprocessor as that allows. */
+template <int KIND>
+static __global__ void __launch_bounds__(PH_THREADS, KIND == PH_MATVEC ? 2 : 1) k_phase_g(slg_phase arg)
 {
     __shared__ slg_phase f;
     PDL_START();
     phase_to_shared(&f, &arg);
     PDL_WAIT();
-    phase_part(&f, (size_t)blockIdx.x * blockDim.x + threadIdx.x, (size_t)gridDim.x * blockDim.x);
+    phase_part(&f, KIND, (size_t)blockIdx.x * blockDim.x + threadIdx.x, (size_t)gridDim.x * blockDim.x);
 }
 
 /* The whole list in one cooperative launch: every block walks the phases, a grid-wide barrier
@@ -823,15 +844,24 @@ static __global__ void __launch_bounds__(PH_THREADS) k_fused_g(const slg_phase *
     const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nthr = (size_t)gridDim.x * blockDim.x;
     for (int p = 0; p < nph; p++) {
         phase_to_shared(&f, ph + p);
-        phase_part(&f, tid, nthr);
+        phase_part(&f, f.kind, tid, nthr);
         grid.sync();
     }
 }
 
 static int phase_launch(slg_stream st, const slg_phase *f)
 {
-    const size_t threads = phase_per_warp(f->kind) ? f->n * WARP : f->n;
-    return threads ? launch("phase kernel", k_phase_g, (threads + PH_THREADS - 1) / PH_THREADS, PH_THREADS, st, *f) : 0;
+    const size_t threads = phase_per_warp(f->kind) ? f->n * WARP : f->n, blocks = (threads + PH_THREADS - 1) / PH_THREADS;
+    if (!threads) return 0;
+    switch (f->kind) {
+    case PH_EMBED: return launch("embed phase", k_phase_g<PH_EMBED>, blocks, PH_THREADS, st, *f);
+    case PH_NORM: return launch("norm phase", k_phase_g<PH_NORM>, blocks, PH_THREADS, st, *f);
+    case PH_MATVEC: return launch("product phase", k_phase_g<PH_MATVEC>, blocks, PH_THREADS, st, *f);
+    case PH_ROPE: return launch("rope phase", k_phase_g<PH_ROPE>, blocks, PH_THREADS, st, *f);
+    case PH_ATT_SCORES: return launch("scores phase", k_phase_g<PH_ATT_SCORES>, blocks, PH_THREADS, st, *f);
+    case PH_ATT: return launch("attention phase", k_phase_g<PH_ATT>, blocks, PH_THREADS, st, *f);
+    default: return launch("silu phase", k_phase_g<PH_SILU>, blocks, PH_THREADS, st, *f);
+    }
 }
 
 #else
