@@ -1,5 +1,6 @@
 #!/bin/bash
-# Device call A (run 5): the persistent step kernel. The bundle (build/gpu-h, carried) holds the
+# Device call A (run 5, last, at ef746bf): the backend as committed (a launch per phase, a kernel
+# per kind of phase), on the shipped models. The bundle (build/gpu-h, carried) holds the
 # binaries built on the Debian machine with their libraries, libsl_infer_cuda.so built there by
 # nvcc -arch=sm_90, the shipped target packed by build/gpu-h/pack.py (too large for the trip raw)
 # and the bigram draft xz'd. Outputs: $OUT/run5.tgz.
