@@ -172,6 +172,7 @@ typedef struct {
     sl_model_ctx *ctx;   /* borrowed */
     sl_sampling sampling;
     sl_dist_work *dw;
+    sl_dist_work *dw_rows[SL_KERN_NMAX]; /* one per row standardised in parallel (from the second) */
     sl_lm lm;            /* lm.self points to this struct */
 } sl_model_lm;
 

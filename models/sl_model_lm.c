@@ -1,7 +1,7 @@
 /*
  * sl_model_lm.c: a model context as the sampler's sl_lm (sim/sl_spec.h): extend runs the forward
  * pass over the new tokens in blocks of SL_KERN_NMAX and standardises each row of logits into a
- * pmf with sl_dist_standardise_f32; truncate cuts the KV cache.
+ * pmf with sl_dist_standardise_f32 (the rows of a block in parallel); truncate cuts the KV cache.
  */
 #include <stdlib.h>
 
@@ -26,10 +26,19 @@ static int lm_extend(void *self, const int32_t *tokens, size_t n, size_t n_rows,
         const size_t r0 = first <= i ? 0 : first - i < nb ? first - i : nb; /* rows of this block wanted */
         rc = sl_model_forward_last(c, tokens + i, nb, nb - r0, c->logits);
         if (rc) return rc;
-        for (size_t j = r0; j < nb; j++) {
-            rc = sl_dist_standardise_f32(c->logits + (j - r0) * V, V, &l->sampling, dists + (i + j - first) * V, l->dw);
-            if (rc) return rc;
-        }
+        /* The rows are independent: several are standardised in parallel, each with a work area
+         * of its own (the same bits as one after the other). A failing row is redone on this
+         * thread, whose error message the caller reads. */
+        const size_t rows = nb - r0;
+        for (size_t j = 1; j < rows; j++)
+            if (!l->dw_rows[j] && !(l->dw_rows[j] = sl_dist_work_alloc(V))) return sl_fail(SL_EFAIL, "out of memory");
+        int rcs[SL_KERN_NMAX] = {0};
+#pragma omp parallel for schedule(static, 1) if (rows > 1)
+        for (size_t j = 0; j < rows; j++)
+            rcs[j] = sl_dist_standardise_f32(c->logits + j * V, V, &l->sampling, dists + (i + r0 + j - first) * V,
+                                             j ? l->dw_rows[j] : l->dw);
+        for (size_t j = 0; j < rows; j++)
+            if (rcs[j]) return sl_dist_standardise_f32(c->logits + j * V, V, &l->sampling, dists + (i + r0 + j - first) * V, l->dw);
     }
     return SL_OK;
 }
@@ -66,5 +75,6 @@ void sl_model_lm_free(sl_model_lm *l)
 {
     if (!l) return;
     sl_dist_work_free(l->dw);
+    for (size_t j = 0; j < SL_KERN_NMAX; j++) sl_dist_work_free(l->dw_rows[j]);
     free(l);
 }

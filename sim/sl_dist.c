@@ -172,9 +172,19 @@ int sl_dist_standardise(const double *logits, size_t V, const sl_sampling *s, do
 
 int sl_dist_standardise_f32(const float *logits, size_t V, const sl_sampling *s, double *p, sl_dist_work *w)
 {
-    /* p doubles as the widened logits: standardise reads logits only into w->tmp first. */
-    for (size_t i = 0; i < V; i++) p[i] = logits[i];
-    return sl_dist_standardise(p, V, s, p, w);
+    if (s->temperature == 0) { /* p doubles as the widened logits */
+        for (size_t i = 0; i < V; i++) p[i] = logits[i];
+        return sl_dist_standardise(p, V, s, p, w);
+    }
+    /* sl_dist_standardise's steps with the widening and the division by the temperature in one
+     * pass (the same values). */
+    int rc = sl_sampling_validate(s);
+    if (rc) return rc;
+    for (size_t i = 0; i < V; i++) w->tmp[i] = (double)logits[i] / s->temperature;
+    rc = sl_dist_softmax(w->tmp, V, p);
+    if (rc) return rc;
+    apply_filters(p, V, s, w);
+    return SL_OK;
 }
 
 double sl_dist_beta(const double *p, const double *q, size_t V)
