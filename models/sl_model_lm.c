@@ -26,14 +26,15 @@ static int lm_extend(void *self, const int32_t *tokens, size_t n, size_t n_rows,
         const size_t r0 = first <= i ? 0 : first - i < nb ? first - i : nb; /* rows of this block wanted */
         rc = sl_model_forward_last(c, tokens + i, nb, nb - r0, c->logits);
         if (rc) return rc;
-        /* The rows are independent: several are standardised in parallel, each with a work area
-         * of its own (the same bits as one after the other). A failing row is redone on this
+        /* The rows are independent: several are standardised in parallel, a thread per row (no
+         * more: waking idle threads costs more than a row), each with a work area of its own (the
+         * same bits as one after the other). A failing row is redone on this
          * thread, whose error message the caller reads. */
         const size_t rows = nb - r0;
         for (size_t j = 1; j < rows; j++)
             if (!l->dw_rows[j] && !(l->dw_rows[j] = sl_dist_work_alloc(V))) return sl_fail(SL_EFAIL, "out of memory");
         int rcs[SL_KERN_NMAX] = {0};
-#pragma omp parallel for schedule(static, 1) if (rows > 1)
+#pragma omp parallel for schedule(static, 1) num_threads(rows) if (rows > 1)
         for (size_t j = 0; j < rows; j++)
             rcs[j] = sl_dist_standardise_f32(c->logits + j * V, V, &l->sampling, dists + (i + r0 + j - first) * V,
                                              j ? l->dw_rows[j] : l->dw);
