@@ -3,6 +3,7 @@
  * pass over the new tokens in blocks of SL_KERN_NMAX and standardises each row of logits into a
  * pmf with sl_dist_standardise_f32 (the rows of a block in parallel); truncate cuts the KV cache.
  */
+#include <omp.h>
 #include <stdlib.h>
 
 #include "sl_common.h"
@@ -26,15 +27,16 @@ static int lm_extend(void *self, const int32_t *tokens, size_t n, size_t n_rows,
         const size_t r0 = first <= i ? 0 : first - i < nb ? first - i : nb; /* rows of this block wanted */
         rc = sl_model_forward_last(c, tokens + i, nb, nb - r0, c->logits);
         if (rc) return rc;
-        /* The rows are independent: several are standardised in parallel, a thread per row (no
-         * more: waking idle threads costs more than a row), each with a work area of its own (the
-         * same bits as one after the other). A failing row is redone on this
-         * thread, whose error message the caller reads. */
+        /* The rows are independent: several are standardised in parallel, a thread per row up to
+         * the OpenMP thread count (no more: waking idle threads costs more than a row), each row
+         * with a work area of its own (the same bits as one after the other). A failing row is
+         * redone on this thread, whose error message the caller reads. */
         const size_t rows = nb - r0;
         for (size_t j = 1; j < rows; j++)
             if (!l->dw_rows[j] && !(l->dw_rows[j] = sl_dist_work_alloc(V))) return sl_fail(SL_EFAIL, "out of memory");
         int rcs[SL_KERN_NMAX] = {0};
-#pragma omp parallel for schedule(static, 1) num_threads(rows) if (rows > 1)
+        const int nt = (int)rows < omp_get_max_threads() ? (int)rows : omp_get_max_threads();
+#pragma omp parallel for schedule(static, 1) num_threads(nt) if (nt > 1)
         for (size_t j = 0; j < rows; j++)
             rcs[j] = sl_dist_standardise_f32(c->logits + j * V, V, &l->sampling, dists + (i + r0 + j - first) * V,
                                              j ? l->dw_rows[j] : l->dw);
