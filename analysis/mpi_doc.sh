@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mpi_doc.sh: puts the MPI measurements (analysis/*.csv, written by tests/bench/mpi_scaling.sh,
 # verify_throughput.sh and verify_cost.py: the commands are in analysis/MPI.md) into the tables of
-# analysis/MPI.md and README.md. Usage: bash analysis/mpi_doc.sh
+# analysis/MPI.md. Usage: bash analysis/mpi_doc.sh
 set -eu
 cd "$(dirname "$0")/.."
 T=$(mktemp -d)
@@ -17,10 +17,8 @@ C="nodes ranks tests level_per_test iterations per_rank_iterations_per_s fixed_s
 python3 analysis/doc_table.py analysis/MPI.md analysis/verify_cost_device.csv verify_cost_device $C
 # shellcheck disable=SC2086
 python3 analysis/doc_table.py analysis/MPI.md analysis/verify_models_cost_device.csv verify_models_cost_device $C
-# README: the 16-core efficiencies; MPI.md: the largest verification at Holm's level (first row of
-# each node count), synthetic and with models.
-python3 analysis/mpi_efficiency.py analysis/mpi_scaling_device.csv > "$T/eff.csv"
-python3 analysis/doc_table.py README.md "$T/eff.csv" mpi_efficiency
+# MPI.md: the largest verification at Holm's level (first row of each node count), synthetic and
+# with models.
 python3 - "$T/cost.csv" <<'PY'
 import csv, sys
 rows = []
