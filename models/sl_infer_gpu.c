@@ -39,7 +39,6 @@ typedef struct {
 typedef void *slg_stream;
 #endif
 
-#define SLG_UNPAREN(...) __VA_ARGS__
 #define NMAX SL_INFER_GPU_NMAX
 #define MV_T 8      /* tokens per pass over a weight row */
 #define MV_SEGS 3   /* matrices in one product launch (q, k, v) */

@@ -145,6 +145,15 @@ static void apply_filters(double *p, size_t V, const sl_sampling *s, sl_dist_wor
     }
 }
 
+/* The softmax of w->tmp (logits already divided by the temperature) into p, then the filters. */
+static int softmax_filtered(size_t V, const sl_sampling *s, double *p, sl_dist_work *w)
+{
+    int rc = sl_dist_softmax(w->tmp, V, p);
+    if (rc) return rc;
+    apply_filters(p, V, s, w);
+    return SL_OK;
+}
+
 int sl_dist_standardise(const double *logits, size_t V, const sl_sampling *s, double *p, sl_dist_work *w)
 {
     int rc = sl_sampling_validate(s);
@@ -164,10 +173,7 @@ int sl_dist_standardise(const double *logits, size_t V, const sl_sampling *s, do
         return SL_OK;
     }
     for (size_t i = 0; i < V; i++) w->tmp[i] = logits[i] / s->temperature;
-    rc = sl_dist_softmax(w->tmp, V, p);
-    if (rc) return rc;
-    apply_filters(p, V, s, w);
-    return SL_OK;
+    return softmax_filtered(V, s, p, w);
 }
 
 int sl_dist_standardise_f32(const float *logits, size_t V, const sl_sampling *s, double *p, sl_dist_work *w)
@@ -181,10 +187,7 @@ int sl_dist_standardise_f32(const float *logits, size_t V, const sl_sampling *s,
     int rc = sl_sampling_validate(s);
     if (rc) return rc;
     for (size_t i = 0; i < V; i++) w->tmp[i] = (double)logits[i] / s->temperature;
-    rc = sl_dist_softmax(w->tmp, V, p);
-    if (rc) return rc;
-    apply_filters(p, V, s, w);
-    return SL_OK;
+    return softmax_filtered(V, s, p, w);
 }
 
 double sl_dist_beta(const double *p, const double *q, size_t V)
