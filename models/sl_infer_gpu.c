@@ -315,7 +315,11 @@ static int backend_init(char *info, size_t n)
  * does not depend on which thread, warp or launch runs it, so both give the same bits; the C build
  * runs the phases as loops in the same order. */
 
-enum { PH_EMBED, PH_NORM, PH_MATVEC, PH_ROPE, PH_ATT_SCORES, PH_ATT, PH_SILU };
+enum { PH_EMBED, PH_NORM, PH_MATVEC, PH_ROPE, PH_ATT_SCORES, PH_ATT, PH_SILU, PH_DIST_MAX, PH_DIST_EXP };
+
+/* What a call leaves on the device for the host: its rows' logits (forward), or what the sampler
+ * needs of each row (forward_dist): its argmax (temperature 0) or its softmax at the temperature. */
+enum { OUT_LOGITS, OUT_ARGMAX, OUT_SOFTMAX, OUT_KINDS };
 
 /* x (n, d) = tok_emb[token] (+ pos_emb[pos + t]); step = {pos, tokens...}. */
 typedef struct {
@@ -373,9 +377,30 @@ typedef struct {
     const int *step;
 } att_args;
 
+/* The rows' distributions, over segments of DSEG logits (a warp each, lane l taking elements
+ * l, l + 32, ... of its segment in order): the max phase writes each segment's first largest logit
+ * and whether it saw a NaN or +inf; the exp phase (temperature T > 0) takes the row's max m over
+ * its segments and writes e_i = exp(z_i / T - m / T) in double and the segment's sum of them. */
+#define DSEG (WARP * 8)
+typedef struct {
+    float mx;   /* the segment's largest logit */
+    int arg;    /* its first index in the row */
+    int bad;    /* a NaN or +inf among the segment's logits */
+    int unused;
+    double sum; /* sum of e_i over the segment (exp phase) */
+} seg_rec;
+
+typedef struct {
+    const float *z; /* (rows, V) logits */
+    seg_rec *seg;   /* (rows, nseg) */
+    double *e;      /* (rows, V) */
+    const int *step;
+    int V, nseg;
+} dist_args;
+
 typedef struct {
     int kind;
-    size_t n; /* items: elements, rows, attention items */
+    size_t n; /* items: elements, rows, attention items, row segments */
     union {
         embed_args e;
         rope_args r;
@@ -383,6 +408,7 @@ typedef struct {
         mv_args mv;
         norm_args nm;
         att_args at;
+        dist_args ds;
     } u;
 } slg_phase;
 
@@ -682,6 +708,57 @@ SLG_DEV void att_lane_part(const att_args *a, int item, int lane, float mx, floa
 
 SLG_HD int att_chunks(const att_args *a) { return (a->hd + WARP - 1) / WARP; }
 
+/* The step's temperature: a double at ints STEP_T, STEP_T + 1 of the step buffer. */
+#define STEP_T (2 + NMAX)
+#define STEP_INTS (STEP_T + 2)
+SLG_DEV double step_temperature(const int *step)
+{
+#ifdef __CUDACC__
+    return __hiloint2double(step[STEP_T + 1], step[STEP_T]);
+#else
+    double t;
+    memcpy(&t, step + STEP_T, sizeof t);
+    return t;
+#endif
+}
+
+/* (m2, k2) beats (m, k): a larger logit, or an equal one at a smaller index. A total order on
+ * the non-NaN logits, so any tree of it gives the row's first largest logit, as a scan does. */
+SLG_HD int dist_beats(float m2, int k2, float m, int k) { return m2 > m || (m2 == m && k2 < k); }
+
+/* Lane l's first largest logit of segment s of row r, its index, and whether it saw a NaN or +inf. */
+SLG_DEV void dist_lane_max(const dist_args *a, size_t r, int s, int lane, float *mx, int *arg, int *bad)
+{
+    const float *z = a->z + r * (size_t)a->V;
+    float m = -INFINITY;
+    int k = -1, b = 0;
+    for (int j = 0; j < DSEG / WARP; j++) {
+        const int i = s * DSEG + j * WARP + lane;
+        if (i >= a->V) break;
+        const float v = z[i];
+        b |= isnan(v) || v == INFINITY;
+        if (k < 0 || v > m) m = v, k = i;
+    }
+    *mx = m, *arg = k < 0 ? a->V : k, *bad = b; /* a lane past the row's end loses every comparison */
+}
+
+/* Lane l's e_i = exp(z_i / T - m) of segment s of row r, in double as sl_dist_standardise_f32
+ * (z_i / T, then minus the row's largest of them, m = max z / T: division rounds monotonically),
+ * stored; returns their sum in order. */
+SLG_DEV double dist_lane_exp(const dist_args *a, size_t r, int s, int lane, double m, double T)
+{
+    const float *z = a->z + r * (size_t)a->V;
+    double *e = a->e + r * (size_t)a->V, sum = 0;
+    for (int j = 0; j < DSEG / WARP; j++) {
+        const int i = s * DSEG + j * WARP + lane;
+        if (i >= a->V) break;
+        const double v = exp((double)z[i] / T - m);
+        e[i] = v;
+        sum += v;
+    }
+    return sum;
+}
+
 #ifdef __CUDACC__
 
 /* ---- warp items on the device ---- */
@@ -777,7 +854,38 @@ SLG_DEV void att_item(const att_args *a, size_t it, int lane)
     if (c0 + lane < a->hd) a->out[(size_t)item * a->hd + c0 + lane] = part[0];
 }
 
-SLG_HD int phase_per_warp(int kind) { return kind == PH_NORM || kind == PH_MATVEC || kind == PH_ATT; }
+/* Segment it = r nseg + s of the rows: its first largest logit, by a shuffle tree of dist_beats. */
+SLG_DEV void dist_max_item(const dist_args *a, size_t it, int lane)
+{
+    float m;
+    int k, b;
+    dist_lane_max(a, it / (size_t)a->nseg, (int)(it % (size_t)a->nseg), lane, &m, &k, &b);
+    for (int off = WARP / 2; off; off >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+        const int k2 = __shfl_xor_sync(0xffffffffu, k, off);
+        b |= __shfl_xor_sync(0xffffffffu, b, off);
+        if (dist_beats(m2, k2, m, k)) m = m2, k = k2;
+    }
+    if (lane == 0) a->seg[it].mx = m, a->seg[it].arg = k, a->seg[it].bad = b;
+}
+
+/* Segment it's exponentials and their sum (the shuffle tree); every warp of the row takes the
+ * row's max over the segments' maxima itself. */
+SLG_DEV void dist_exp_item(const dist_args *a, size_t it, int lane)
+{
+    const size_t r = it / (size_t)a->nseg;
+    float M = -INFINITY;
+    for (int s = lane; s < a->nseg; s += WARP) M = fmaxf(M, a->seg[r * a->nseg + s].mx);
+    M = warp_max_f(M);
+    const double T = step_temperature(a->step);
+    const double sum = warp_sum_d(dist_lane_exp(a, r, (int)(it % (size_t)a->nseg), lane, (double)M / T, T));
+    if (lane == 0) a->seg[it].sum = sum;
+}
+
+SLG_HD int phase_per_warp(int kind)
+{
+    return kind == PH_NORM || kind == PH_MATVEC || kind == PH_ATT || kind == PH_DIST_MAX || kind == PH_DIST_EXP;
+}
 
 /* This thread's share of phase f (in shared memory; kind = f->kind, a constant where the caller
  * knows it): thread tid of nthr (warp tid / 32 of nthr / 32
@@ -807,6 +915,12 @@ SLG_DEV void phase_part(const slg_phase *f, int kind, size_t tid, size_t nthr)
         break;
     case PH_ATT:
         for (size_t i = w; i < n; i += nw) att_item(&f->u.at, i, lane);
+        break;
+    case PH_DIST_MAX:
+        for (size_t i = w; i < n; i += nw) dist_max_item(&f->u.ds, i, lane);
+        break;
+    case PH_DIST_EXP:
+        for (size_t i = w; i < n; i += nw) dist_exp_item(&f->u.ds, i, lane);
         break;
     }
 }
@@ -859,6 +973,8 @@ static int phase_launch(slg_stream st, const slg_phase *f)
     case PH_ROPE: return launch("rope phase", k_phase_g<PH_ROPE>, blocks, PH_THREADS, st, *f);
     case PH_ATT_SCORES: return launch("scores phase", k_phase_g<PH_ATT_SCORES>, blocks, PH_THREADS, st, *f);
     case PH_ATT: return launch("attention phase", k_phase_g<PH_ATT>, blocks, PH_THREADS, st, *f);
+    case PH_DIST_MAX: return launch("row max phase", k_phase_g<PH_DIST_MAX>, blocks, PH_THREADS, st, *f);
+    case PH_DIST_EXP: return launch("row exp phase", k_phase_g<PH_DIST_EXP>, blocks, PH_THREADS, st, *f);
     default: return launch("silu phase", k_phase_g<PH_SILU>, blocks, PH_THREADS, st, *f);
     }
 }
@@ -920,6 +1036,35 @@ static void att_items(const att_args *a, size_t n)
     }
 }
 
+static void dist_max_items(const dist_args *a, size_t n)
+{
+    for (size_t it = 0; it < n; it++) {
+        float m, m2;
+        int k, b, k2, b2;
+        dist_lane_max(a, it / (size_t)a->nseg, (int)(it % (size_t)a->nseg), 0, &m, &k, &b);
+        for (int l = 1; l < WARP; l++) {
+            dist_lane_max(a, it / (size_t)a->nseg, (int)(it % (size_t)a->nseg), l, &m2, &k2, &b2);
+            b |= b2;
+            if (dist_beats(m2, k2, m, k)) m = m2, k = k2;
+        }
+        a->seg[it].mx = m, a->seg[it].arg = k, a->seg[it].bad = b;
+    }
+}
+
+static void dist_exp_items(const dist_args *a, size_t n)
+{
+    const double T = step_temperature(a->step);
+#pragma omp parallel for schedule(static) if (n >= 64)
+    for (long it = 0; it < (long)n; it++) {
+        const size_t r = (size_t)it / (size_t)a->nseg;
+        float M = -INFINITY;
+        for (int s = 0; s < a->nseg; s++) M = fmaxf(M, a->seg[r * a->nseg + s].mx);
+        double v[WARP];
+        for (int l = 0; l < WARP; l++) v[l] = dist_lane_exp(a, r, (int)((size_t)it % (size_t)a->nseg), l, (double)M / T, T);
+        a->seg[it].sum = tree_sum_d(v);
+    }
+}
+
 #define ELEMENTS(fn, args)                                                                               \
     _Pragma("omp parallel for schedule(static) if (f->n >= 4096)") for (long i = 0; i < (long)f->n; i++) \
         fn((size_t)i, args)
@@ -934,6 +1079,8 @@ static void phase_run(const slg_phase *f)
     case PH_NORM: norm_rows(&f->u.nm, f->n); break;
     case PH_MATVEC: mv_rows(&f->u.mv); break;
     case PH_ATT: att_items(&f->u.at, f->n); break;
+    case PH_DIST_MAX: dist_max_items(&f->u.ds, f->n); break;
+    case PH_DIST_EXP: dist_exp_items(&f->u.ds, f->n); break;
     }
 }
 
@@ -966,17 +1113,22 @@ struct sl_igpu_ctx {
     float *ff;          /* (2, NMAX, d_ff) */
     float *sc;          /* (NMAX, n_head, max_len) */
     float *logits;      /* (NMAX, vocab) */
+    seg_rec *seg;       /* (NMAX, nseg) the rows' segments (forward_dist); e (NMAX, vocab) follows */
+    double *e;
+    int nseg;
     float *rope_cos, *rope_sin; /* (max_len, hd / 2), llama */
     int *step;          /* device {pos, tokens (NMAX)} */
     int *h_step;        /* pinned host copy */
     float *h_logits;    /* pinned (NMAX, vocab) */
+    seg_rec *h_seg;     /* pinned copy of seg and e, contiguous as on the device */
+    double *h_e;
     slg_phase *ph;      /* host: the phase list being built (max_phases) */
     int max_phases;
 #ifdef __CUDACC__
-    slg_phase *dph[NMAX + 1][NMAX + 1];        /* device copies of the lists, by [n][n_rows] (persistent kernel) */
-    int nph[NMAX + 1][NMAX + 1];
-    cudaGraphExec_t graph[NMAX + 1][NMAX + 1]; /* per-phase launches, recorded */
-    unsigned char seen[NMAX + 1][NMAX + 1];    /* run once directly before being captured */
+    slg_phase *dph[OUT_KINDS][NMAX + 1][NMAX + 1];        /* device copies of the lists, by [out][n][n_rows] (persistent kernel) */
+    int nph[OUT_KINDS][NMAX + 1][NMAX + 1];
+    cudaGraphExec_t graph[OUT_KINDS][NMAX + 1][NMAX + 1]; /* per-phase launches, recorded */
+    unsigned char seen[OUT_KINDS][NMAX + 1][NMAX + 1];    /* run once directly before being captured */
     int use_graphs, fused, fused_blocks;
 #endif
 };
@@ -1067,11 +1219,12 @@ static void ctx_free(sl_igpu_ctx *c)
 {
     if (!c) return;
 #ifdef __CUDACC__
-    for (int n = 0; n <= NMAX; n++)
-        for (int r = 0; r <= NMAX; r++) {
-            if (c->graph[n][r]) cudaGraphExecDestroy(c->graph[n][r]);
-            dev_free(c->dph[n][r]);
-        }
+    for (int o = 0; o < OUT_KINDS; o++)
+        for (int n = 0; n <= NMAX; n++)
+            for (int r = 0; r <= NMAX; r++) {
+                if (c->graph[o][n][r]) cudaGraphExecDestroy(c->graph[o][n][r]);
+                dev_free(c->dph[o][n][r]);
+            }
 #endif
     free(c->ph);
     dev_free(c->kc);
@@ -1083,11 +1236,13 @@ static void ctx_free(sl_igpu_ctx *c)
     dev_free(c->ff);
     dev_free(c->sc);
     dev_free(c->logits);
+    dev_free(c->seg);
     dev_free(c->rope_cos);
     dev_free(c->rope_sin);
     dev_free(c->step);
     host_free(c->h_step);
     host_free(c->h_logits);
+    host_free(c->h_seg);
     stream_free(c->st);
     free(c);
 }
@@ -1115,8 +1270,12 @@ static sl_igpu_ctx *ctx_create(sl_igpu_model *g, int max_len)
          (c->ff = (float *)dev_alloc(2 * NMAX * (size_t)w->d_ff * sizeof(float))) &&
          (c->sc = (float *)dev_alloc(NMAX * (size_t)w->n_head * M * sizeof(float))) &&
          (c->logits = (float *)dev_alloc(NMAX * (size_t)w->vocab * sizeof(float))) &&
-         (c->step = (int *)dev_alloc((1 + NMAX) * sizeof(int))) && (c->h_step = (int *)host_alloc((1 + NMAX) * sizeof(int))) &&
+         (c->step = (int *)dev_alloc(STEP_INTS * sizeof(int))) && (c->h_step = (int *)host_alloc(STEP_INTS * sizeof(int))) &&
          (c->h_logits = (float *)host_alloc(NMAX * (size_t)w->vocab * sizeof(float)));
+    c->nseg = (w->vocab + DSEG - 1) / DSEG;
+    const size_t seg_bytes = NMAX * (size_t)c->nseg * sizeof(seg_rec), dist_bytes = seg_bytes + NMAX * (size_t)w->vocab * sizeof(double);
+    ok = ok && (c->seg = (seg_rec *)dev_alloc(dist_bytes)) && (c->h_seg = (seg_rec *)host_alloc(dist_bytes));
+    if (ok) c->e = (double *)((char *)c->seg + seg_bytes), c->h_e = (double *)((char *)c->h_seg + seg_bytes);
     if (ok && w->arch == 1) {
         /* Angles in double, as sl_model.c: pos * theta^(-2j/hd). */
         const size_t half = hd / 2;
@@ -1138,7 +1297,7 @@ static sl_igpu_ctx *ctx_create(sl_igpu_model *g, int max_len)
         ctx_free(c);
         return NULL;
     }
-    c->max_phases = 3 + 10 * w->n_layer;
+    c->max_phases = 5 + 10 * w->n_layer;
     if (!(c->ph = (slg_phase *)calloc((size_t)c->max_phases, sizeof *c->ph))) {
         fail("out of host memory");
         ctx_free(c);
@@ -1204,9 +1363,10 @@ static void phase_mv(sl_igpu_ctx *c, int *nph, const mv_args *a)
     phase_add(c, nph, PH_MATVEC, (size_t)a->rows_end[a->nseg - 1])->u.mv = *a;
 }
 
-/* The phases of one forward call of n tokens, the logits of the last n_rows, into c->ph; they read
- * the position and ids from c->step, so that the same list serves any position. Returns the count. */
-static int build_phases(sl_igpu_ctx *c, int n, int n_rows)
+/* The phases of one forward call of n tokens, the logits of the last n_rows (and what out asks of
+ * them), into c->ph; they read the position, ids and temperature from c->step, so that the same
+ * list serves any position. Returns the count. */
+static int build_phases(sl_igpu_ctx *c, int n, int n_rows, int out)
 {
     const sl_igpu_model *g = c->g;
     const sl_igpu_weights *w = &g->cfg;
@@ -1262,86 +1422,137 @@ static int build_phases(sl_igpu_ctx *c, int n, int n_rows)
         mv_args a = mv_make(c, c->xn, d, n_rows);
         mv_add(&a, g->lm_head, NULL, c->logits, w->vocab, w->vocab, 0, 0);
         phase_mv(c, &np, &a);
+        const dist_args da = {c->logits, c->seg, c->e, c->step, w->vocab, c->nseg};
+        if (out != OUT_LOGITS) phase_add(c, &np, PH_DIST_MAX, (size_t)n_rows * c->nseg)->u.ds = da;
+        if (out == OUT_SOFTMAX) phase_add(c, &np, PH_DIST_EXP, (size_t)n_rows * c->nseg)->u.ds = da;
     }
     return np;
 }
 
 #ifdef __CUDACC__
-/* The device's copy of the (n, n_rows) list, made on first use. */
-static int device_phases(sl_igpu_ctx *c, int n, int n_rows)
+/* The device's copy of the (out, n, n_rows) list, made on first use. */
+static int device_phases(sl_igpu_ctx *c, int n, int n_rows, int out)
 {
-    if (c->dph[n][n_rows]) return 0;
-    const int np = build_phases(c, n, n_rows);
+    if (c->dph[out][n][n_rows]) return 0;
+    const int np = build_phases(c, n, n_rows, out);
     slg_phase *d = (slg_phase *)dev_alloc((size_t)np * sizeof *d);
     if (!d || to_dev(d, c->ph, (size_t)np * sizeof *d)) {
         dev_free(d);
         return -1;
     }
-    c->dph[n][n_rows] = d;
-    c->nph[n][n_rows] = np;
+    c->dph[out][n][n_rows] = d;
+    c->nph[out][n][n_rows] = np;
     return 0;
 }
 
 /* The list as one launch per phase, each phase's arguments passed by value. */
-static int enqueue_phases(sl_igpu_ctx *c, int n, int n_rows)
+static int enqueue_phases(sl_igpu_ctx *c, int n, int n_rows, int out)
 {
-    const int np = build_phases(c, n, n_rows);
+    const int np = build_phases(c, n, n_rows, out);
     for (int p = 0; p < np; p++)
         if (phase_launch(c->st, &c->ph[p])) return -1;
     return 0;
 }
 
-static int run_step(sl_igpu_ctx *c, int n, int n_rows)
+static int run_step(sl_igpu_ctx *c, int n, int n_rows, int out)
 {
     if (c->fused) {
-        if (device_phases(c, n, n_rows)) return -1;
-        const slg_phase *ph = c->dph[n][n_rows];
-        int np = c->nph[n][n_rows];
+        if (device_phases(c, n, n_rows, out)) return -1;
+        const slg_phase *ph = c->dph[out][n][n_rows];
+        int np = c->nph[out][n][n_rows];
         void *args[] = {(void *)&ph, (void *)&np};
         return cuda_ok(cudaLaunchCooperativeKernel((const void *)k_fused_g, dim3((unsigned)c->fused_blocks), dim3(PH_THREADS), args, 0, c->st.s),
                        "persistent step kernel");
     }
-    cudaGraphExec_t *ge = &c->graph[n][n_rows];
-    if (c->use_graphs && c->seen[n][n_rows] && !*ge) {
+    cudaGraphExec_t *ge = &c->graph[out][n][n_rows];
+    if (c->use_graphs && c->seen[out][n][n_rows] && !*ge) {
         cudaGraph_t graph;
         if (cuda_ok(cudaStreamBeginCapture(c->st.s, cudaStreamCaptureModeThreadLocal), "begin capture")) return -1;
-        int rc = enqueue_phases(c, n, n_rows);
+        int rc = enqueue_phases(c, n, n_rows, out);
         if (cuda_ok(cudaStreamEndCapture(c->st.s, &graph), "end capture") || rc) return -1;
         rc = cuda_ok(cudaGraphInstantiateWithFlags(ge, graph, 0), "graph instantiate");
         cudaGraphDestroy(graph);
         if (rc) return -1;
     }
     if (*ge) return cuda_ok(cudaGraphLaunch(*ge, c->st.s), "graph launch");
-    if (enqueue_phases(c, n, n_rows)) return -1;
-    c->seen[n][n_rows] = 1;
+    if (enqueue_phases(c, n, n_rows, out)) return -1;
+    c->seen[out][n][n_rows] = 1;
     return 0;
 }
 #else
-static int run_step(sl_igpu_ctx *c, int n, int n_rows)
+static int run_step(sl_igpu_ctx *c, int n, int n_rows, int out)
 {
-    const int np = build_phases(c, n, n_rows);
+    const int np = build_phases(c, n, n_rows, out);
     for (int p = 0; p < np; p++) phase_run(&c->ph[p]);
     return 0;
 }
 #endif
 
-static int forward(sl_igpu_ctx *c, const int32_t *tokens, int n, int pos, int n_rows, float *logits)
+/* Checks the call, copies the step (position, ids, temperature) and enqueues its phases. */
+static int start_step(sl_igpu_ctx *c, const int32_t *tokens, int n, int pos, int n_rows, int out, double temperature)
 {
-    const int V = c->g->cfg.vocab;
     if (n < 1 || n > NMAX || n_rows < 0 || n_rows > n || pos < 0 || pos + n > c->max_len)
         return fail("forward of %d tokens (%d rows) at %d in a context of %d", n, n_rows, pos, c->max_len);
     c->h_step[0] = pos;
     for (int t = 0; t < n; t++) c->h_step[1 + t] = tokens[t];
-    if (to_dev_async(c->st, c->step, c->h_step, (size_t)(1 + n) * sizeof(int))) return -1;
-    if (run_step(c, n, n_rows)) return -1;
-    if (n_rows && to_host_async(c->st, c->h_logits, c->logits, (size_t)n_rows * V * sizeof(float))) return -1;
+    memcpy(c->h_step + STEP_T, &temperature, sizeof temperature);
+    if (to_dev_async(c->st, c->step, c->h_step, STEP_INTS * sizeof(int))) return -1;
+    return run_step(c, n, n_rows, out);
+}
+
+/* The last call's n_rows rows of logits, to the host. */
+static int logits_to_host(sl_igpu_ctx *c, int n_rows, float *logits)
+{
+    const size_t bytes = (size_t)n_rows * c->g->cfg.vocab * sizeof(float);
+    if (n_rows && to_host_async(c->st, c->h_logits, c->logits, bytes)) return -1;
     if (stream_sync(c->st)) return -1;
-    if (n_rows) memcpy(logits, c->h_logits, (size_t)n_rows * V * sizeof(float));
+    if (n_rows) memcpy(logits, c->h_logits, bytes);
+    return 0;
+}
+
+static int forward(sl_igpu_ctx *c, const int32_t *tokens, int n, int pos, int n_rows, float *logits)
+{
+    if (start_step(c, tokens, n, pos, n_rows, OUT_LOGITS, 0)) return -1;
+    return logits_to_host(c, n_rows, logits);
+}
+
+/* The segments' records of each row, then (temperature > 0) the exponentials, come back in one
+ * copy; the host adds the segments' sums in order and scales. A row whose logits are not all
+ * finite or -inf, or (temperature > 0) are all -inf, sends every row's logits back instead
+ * (returns 1), for the caller's own rules (an error, or an argmax at +inf). */
+static int forward_dist(sl_igpu_ctx *c, const int32_t *tokens, int n, int pos, int n_rows, double temperature, double *p,
+                        int32_t *argmax, float *logits)
+{
+    const int soft = temperature > 0, V = c->g->cfg.vocab, ns = c->nseg;
+    if (!(temperature >= 0)) return fail("temperature %g is not >= 0", temperature);
+    if (start_step(c, tokens, n, pos, n_rows, soft ? OUT_SOFTMAX : OUT_ARGMAX, temperature)) return -1;
+    if (!n_rows) return stream_sync(c->st);
+    const size_t bytes = soft ? (size_t)((char *)(c->e + (size_t)n_rows * V) - (char *)c->seg) : (size_t)n_rows * ns * sizeof(seg_rec);
+    if (to_host_async(c->st, c->h_seg, c->seg, bytes) || stream_sync(c->st)) return -1;
+    for (int r = 0; r < n_rows; r++) {
+        const seg_rec *sg = c->h_seg + (size_t)r * ns;
+        float m = sg[0].mx;
+        int k = sg[0].arg, bad = sg[0].bad;
+        for (int s = 1; s < ns; s++) {
+            bad |= sg[s].bad;
+            if (dist_beats(sg[s].mx, sg[s].arg, m, k)) m = sg[s].mx, k = sg[s].arg;
+        }
+        if (bad || (soft && m == -INFINITY)) return logits_to_host(c, n_rows, logits) ? -1 : 1;
+        if (!soft) {
+            argmax[r] = k;
+            continue;
+        }
+        double sum = 0;
+        for (int s = 0; s < ns; s++) sum += sg[s].sum;
+        const double inv = 1.0 / sum, *e = c->h_e + (size_t)r * V;
+        double *pr = p + (size_t)r * V;
+        for (int i = 0; i < V; i++) pr[i] = e[i] * inv;
+    }
     return 0;
 }
 
 static const sl_infer_gpu_api g_api = {
-    SL_INFER_GPU_ABI, BACKEND_NAME, backend_init, upload, model_free, ctx_create, ctx_free, forward, last_error,
+    SL_INFER_GPU_ABI, BACKEND_NAME, backend_init, upload, model_free, ctx_create, ctx_free, forward, forward_dist, last_error,
 };
 
 SLG_EXPORT const sl_infer_gpu_api *API_FN(void) { return &g_api; }

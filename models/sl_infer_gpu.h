@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SL_INFER_GPU_ABI 1
+#define SL_INFER_GPU_ABI 2
 #define SL_INFER_GPU_NMAX 16 /* tokens per forward call */
 
 /* A matrix (rows, cols) row-major, dtype 0 f32, 1 f16, 2 bf16 (sl_dtype's values). */
@@ -79,6 +79,14 @@ typedef struct {
      * max_len; cache rows from pos on are overwritten, so truncation is the caller's length alone)
      * and writes the logits of the last n_rows tokens (n_rows in [0, n]) to the host: (n_rows, vocab). */
     int (*forward)(sl_igpu_ctx *c, const int32_t *tokens, int n, int pos, int n_rows, float *logits);
+    /* As forward, but what a sampler needs of each of the n_rows rows, computed on the device: at
+     * temperature 0 its argmax (the first largest logit) into argmax (n_rows); at temperature T > 0
+     * its softmax p_i = exp(z_i / T - max_j z_j / T) / sum, in double as sl_dist_standardise_f32
+     * (filters not applied), into p (n_rows, vocab); a few bytes or the rows of p come back
+     * instead of the logits. Returns 1 (with the rows' logits written to logits instead) when a
+     * row holds a NaN or +inf, or at T > 0 only -inf: the caller applies its own rules to them. */
+    int (*forward_dist)(sl_igpu_ctx *c, const int32_t *tokens, int n, int pos, int n_rows, double temperature, double *p,
+                        int32_t *argmax, float *logits);
     const char *(*error)(void);
 } sl_infer_gpu_api;
 

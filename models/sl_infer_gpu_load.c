@@ -148,6 +148,17 @@ void sl_model_gpu_ctx_free(sl_model_ctx *c)
     c->gpu = NULL;
 }
 
+int sl_model_gpu_forward_dist(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t n_rows, double temperature,
+                              double *p, int32_t *argmax, int *fell_back)
+{
+    const sl_infer_gpu_api *a = c->m->gpu_api;
+    int rc = a->forward_dist(c->gpu, tokens, (int)n, (int)c->len, (int)n_rows, temperature, p, argmax, c->logits);
+    if (rc < 0) return sl_fail(SL_EFAIL, "device %s: forward: %s", a->name, a->error());
+    *fell_back = rc == 1;
+    c->len += n;
+    return SL_OK;
+}
+
 int sl_model_gpu_forward(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t n_rows, float *logits)
 {
     const sl_infer_gpu_api *a = c->m->gpu_api;

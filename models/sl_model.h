@@ -159,6 +159,12 @@ int sl_model_gpu_ctx_create(sl_model_ctx *c); /* places c->m by the default devi
 void sl_model_gpu_ctx_free(sl_model_ctx *c);
 /* n <= SL_INFER_GPU_NMAX (= SL_KERN_NMAX) tokens at c->len; logits of the last n_rows. */
 int sl_model_gpu_forward(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t n_rows, float *logits);
+/* The same call, and what a sampler needs of the rows computed on the device (sl_infer_gpu.h's
+ * forward_dist): argmax (n_rows) at temperature 0, else p (n_rows, vocab) the softmax at the
+ * temperature before filters. *fell_back = 1 when a row's logits were not all finite: then they
+ * are in c->logits (n_rows, vocab) instead, for sl_dist_standardise_f32's rules. */
+int sl_model_gpu_forward_dist(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t n_rows, double temperature,
+                              double *p, int32_t *argmax, int *fell_back);
 
 /* Writes a model with random weights: matrices and embeddings N(0, init_std^2), norm weights
  * 1 + N(0, 0.1^2), biases N(0, init_std^2); tensor i draws from stream (seed, SL_STREAM_DATA, i).
@@ -173,10 +179,14 @@ typedef struct {
     sl_sampling sampling;
     sl_dist_work *dw;
     sl_dist_work *dw_rows[SL_KERN_NMAX]; /* one per row standardised in parallel (from the second) */
+    int32_t argmax[SL_KERN_NMAX];        /* a block's argmaxes from a device (temperature 0) */
+    int host_dist;       /* a device model's rows standardised on the host anyway (SL_INFER_DIST=host) */
     sl_lm lm;            /* lm.self points to this struct */
 } sl_model_lm;
 
-/* Wraps ctx: extend = forward + sl_dist_standardise_f32 under sampling; truncate = truncate. */
+/* Wraps ctx: extend = forward + sl_dist_standardise_f32 under sampling; truncate = truncate. On a
+ * device the softmax (or argmax) is computed there and only the filters run on the host, unless
+ * the environment has SL_INFER_DIST=host when the adapter is made (for measuring the difference). */
 int sl_model_lm_alloc(sl_model_ctx *ctx, const sl_sampling *sampling, sl_model_lm **out);
 void sl_model_lm_free(sl_model_lm *l);
 

@@ -114,9 +114,7 @@ size_t sl_dist_argmax(const double *p, size_t V)
     return best;
 }
 
-/* Filters applied after softmax, in the documented order: top-k, top-p, min-p. Each filter
- * renormalises, so top-p sees the mass that top-k left (as Hugging Face's logits processors do). */
-static void apply_filters(double *p, size_t V, const sl_sampling *s, sl_dist_work *w)
+void sl_dist_filter(double *p, size_t V, const sl_sampling *s, sl_dist_work *w)
 {
     int sorted = 0;
     if (s->top_k > 0 && s->top_k < V) {
@@ -150,7 +148,7 @@ static int softmax_filtered(size_t V, const sl_sampling *s, double *p, sl_dist_w
 {
     int rc = sl_dist_softmax(w->tmp, V, p);
     if (rc) return rc;
-    apply_filters(p, V, s, w);
+    sl_dist_filter(p, V, s, w);
     return SL_OK;
 }
 

@@ -52,6 +52,10 @@ void sl_dist_work_free(sl_dist_work *w);
 /* logits (V) -> p (V) under s. */
 int sl_dist_standardise(const double *logits, size_t V, const sl_sampling *s, double *p, sl_dist_work *w);
 int sl_dist_standardise_f32(const float *logits, size_t V, const sl_sampling *s, double *p, sl_dist_work *w);
+/* The filters that standardisation applies after the softmax, in place, in the documented order:
+ * top-k, top-p, min-p, each renormalising, so that top-p sees the mass top-k left (as Hugging
+ * Face's logits processors do). For a softmax computed elsewhere (a device). */
+void sl_dist_filter(double *p, size_t V, const sl_sampling *s, sl_dist_work *w);
 
 /* Fills w->idx[0..V) with token ids sorted by descending p, ties by lower id first. */
 void sl_dist_sort_desc(const double *p, size_t V, sl_dist_work *w);

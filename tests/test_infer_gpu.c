@@ -220,6 +220,136 @@ Test(infer_gpu, block_scoring_equals_one_by_one_bitwise)
     sl_model_close(m);
 }
 
+/* The sampler's distributions computed on the device (forward_dist, through the sl_lm adapter)
+ * against the host's standardisation of the same model's logits. The emulation computes every
+ * e_i = exp(z_i / T - m) with the same operations as sl_dist_standardise_f32; only the order of
+ * the softmax's sum differs (segments of 256 and a pairwise tree against one running sum), which
+ * moves the sum, and with it every p_i, by at most V 2^-53 relatively (4.5e-13 at V = 4096,
+ * whatever the order): bound 1e-12. At temperature 0 the argmax must be the same token. The
+ * filters (top-k, top-p, min-p) run on the host after the device's softmax, as after the host's. */
+static double g_dist_worst;
+static void check_dists(const char *path, sl_sampling samp)
+{
+    sl_model *dev;
+    sl_model_ctx *ac, *bc;
+    cr_assert_eq(sl_model_open(path, &dev), SL_OK);
+    cr_assert_eq(sl_model_set_device(dev, "cuda-emu"), SL_OK);
+    const size_t V = dev->cfg.vocab_size, L = dev->cfg.max_seq_len < 40 ? dev->cfg.max_seq_len : 40;
+    cr_assert_eq(sl_model_ctx_alloc(dev, L, &ac), SL_OK);
+    cr_assert_eq(sl_model_ctx_alloc(dev, L, &bc), SL_OK);
+    sl_model_lm *b;
+    cr_assert_eq(sl_model_lm_alloc(bc, &samp, &b), SL_OK);
+    sl_dist_work *w = sl_dist_work_alloc(V);
+    float *z = malloc(20 * V * sizeof *z);
+    double *p = malloc(20 * V * sizeof *p), *q = malloc(20 * V * sizeof *q);
+    int32_t tok[20];
+    for (size_t i = 0; i < 20; i++) tok[i] = (int32_t)((i * 37 + 11) % V);
+    /* A prompt of 20 with its last 17 rows (two blocks), then blocks of 1..5 with truncation. */
+    for (int call = 0; call < 6; call++) {
+        const size_t n = call ? (size_t)call : 20, rows = call ? n : 17;
+        /* The reference: the same device's logits, standardised on the host. */
+        cr_assert_eq(sl_model_forward_last(ac, tok + call, n, rows, z), SL_OK, "%s", sl_errmsg());
+        for (size_t r = 0; r < rows; r++) cr_assert_eq(sl_dist_standardise_f32(z + r * V, V, &samp, p + r * V, w), SL_OK);
+        cr_assert_eq(b->lm.extend(b, tok + call, n, rows, q), SL_OK, "%s", sl_errmsg());
+        for (size_t r = 0; r < rows; r++) {
+            const double *pr = p + r * V, *qr = q + r * V;
+            if (samp.temperature == 0) {
+                cr_assert(memcmp(pr, qr, V * sizeof *pr) == 0, "%s: argmax row %zu of call %d", path, r, call);
+                continue;
+            }
+            double worst = 0, sum = 0;
+            for (size_t i = 0; i < V; i++) {
+                worst = fmax(worst, fabs(qr[i] - pr[i]) / fmax(pr[i], 1e-300));
+                sum += qr[i];
+                cr_assert((pr[i] == 0) == (qr[i] == 0), "%s: row %zu token %zu: filtered on one side only", path, r, i);
+            }
+            cr_assert_leq(worst, 1e-12, "%s T=%g: row %zu of call %d: relative difference %g", path, samp.temperature, r, call, worst);
+            g_dist_worst = fmax(g_dist_worst, worst);
+            cr_assert_float_eq(sum, 1.0, 1e-12);
+        }
+        if (call) { /* keep half, as a rejection does */
+            const size_t keep = ac->len - n + n / 2;
+            cr_assert_eq(sl_model_truncate(ac, keep), SL_OK);
+            cr_assert_eq(b->lm.truncate(b, keep), SL_OK);
+        }
+    }
+    free(z), free(p), free(q);
+    sl_dist_work_free(w);
+    sl_model_lm_free(b);
+    sl_model_ctx_free(ac), sl_model_ctx_free(bc);
+    sl_model_close(dev);
+}
+
+Test(infer_gpu, emu_distributions_match_host_standardisation)
+{
+    const sl_sampling cases[] = {
+        {1.0, 0, 1.0, 0.0}, {0.7, 0, 1.0, 0.0}, {1.5, 0, 1.0, 0.0}, {0.0, 0, 1.0, 0.0}, {1.0, 20, 0.9, 0.02},
+    };
+    for (size_t f = 0; f < 4; f++)
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) check_dists(fixture(FIXTURES[f], ""), cases[k]);
+    /* The fixtures' 256 tokens are one segment: a vocabulary of 1000 is four, the last one short. */
+    sl_model_config cfg;
+    cr_assert_eq(sl_model_config_parse("{\"vocab_size\":1000,\"n_layer\":1,\"n_head\":2,\"d_model\":16,\"d_ff\":32,"
+                                       "\"max_seq_len\":40,\"tied_embeddings\":true}",
+                                       SL_ARCH_GPT2, "test", &cfg),
+                 SL_OK);
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/sl_test_infer_gpu_v1000_%ld.safetensors", (long)getpid());
+    cr_assert_eq(sl_model_init_write(path, SL_ARCH_GPT2, &cfg, 9, SL_DT_F32, 1.0, NULL), SL_OK);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) check_dists(path, cases[k]);
+    unlink(path);
+    cr_log_info("distributions: worst relative difference %g", g_dist_worst);
+}
+
+/* A NaN in the unembedding makes one logit of every row NaN: the device sends the logits back and
+ * the host's rules give the host's error, word for word, at any temperature. */
+Test(infer_gpu, emu_distributions_of_nan_logits_fail_as_on_the_host)
+{
+    sl_model_config cfg;
+    cr_assert_eq(sl_model_config_parse("{\"vocab_size\":300,\"n_layer\":1,\"n_head\":2,\"d_model\":16,\"d_ff\":32,"
+                                       "\"max_seq_len\":16,\"tied_embeddings\":false}",
+                                       SL_ARCH_GPT2, "test", &cfg),
+                 SL_OK);
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/sl_test_infer_gpu_nan_%ld.safetensors", (long)getpid());
+    cr_assert_eq(sl_model_init_write(path, SL_ARCH_GPT2, &cfg, 5, SL_DT_F32, 0.25, NULL), SL_OK);
+    sl_st_file *f;
+    cr_assert_eq(sl_st_open(path, &f), SL_OK);
+    const sl_st_tensor *t = sl_st_find(f, "lm_head.weight");
+    cr_assert(t);
+    const long off = (long)((const char *)t->data - (const char *)f->map) + 257L * 16 * (long)sizeof(float);
+    sl_st_close(f);
+    FILE *fp = fopen(path, "r+b");
+    const float nan = NAN;
+    cr_assert(fp && fseek(fp, off, SEEK_SET) == 0 && fwrite(&nan, sizeof nan, 1, fp) == 1);
+    fclose(fp);
+    const double temps[] = {1.0, 0.0};
+    for (size_t k = 0; k < 2; k++) {
+        const sl_sampling samp = {temps[k], 0, 1.0, 0.0};
+        char msg[2][512];
+        for (int d = 0; d < 2; d++) {
+            sl_model *m;
+            sl_model_ctx *c;
+            sl_model_lm *l;
+            cr_assert_eq(sl_model_open(path, &m), SL_OK);
+            if (d) cr_assert_eq(sl_model_set_device(m, "cuda-emu"), SL_OK);
+            cr_assert_eq(sl_model_ctx_alloc(m, 16, &c), SL_OK);
+            cr_assert_eq(sl_model_lm_alloc(c, &samp, &l), SL_OK);
+            double *p = malloc(3 * 300 * sizeof *p);
+            const int32_t tok[3] = {1, 2, 3};
+            cr_assert_eq(l->lm.extend(l, tok, 3, 3, p), SL_EINPUT);
+            snprintf(msg[d], sizeof msg[d], "%s", sl_errmsg());
+            free(p);
+            sl_model_lm_free(l);
+            sl_model_ctx_free(c);
+            sl_model_close(m);
+        }
+        cr_assert_str_eq(msg[1], msg[0]);
+        cr_assert(strstr(msg[0], "logit[257]"), "%s", msg[0]);
+    }
+    unlink(path);
+}
+
 Test(infer_gpu, unknown_or_missing_device_is_an_input_error)
 {
     sl_model *m;

@@ -11,7 +11,9 @@
  *     per phase with CUDA graphs and programmatic dependent launch (the default), the persistent
  *     step kernel (SL_INFER_FUSED=1), graphs alone (SL_INFER_PDL=0), and neither
  *     (SL_INFER_GRAPHS=0);
- *   - the persistent kernel against one launch per phase: bit for bit.
+ *   - the persistent kernel against one launch per phase: bit for bit;
+ *   - the sampler's distributions computed on the device against the host's of the same logits
+ *     (check_dists), and the sampler's decode and t(n) with them on the device and on the host.
  * usage: infer_gpu_check [--device cuda|cuda-emu] [MODEL...] (default: the tests/ref fixtures).
  * Without the CUDA library it says so and exits 0 (make bench on machines without a GPU).
  */
@@ -66,6 +68,99 @@ static int sequence(sl_model_ctx *c, const int32_t *tok, size_t L, float *out, s
     return SL_OK;
 }
 
+/* The sampler's distributions computed on the device (the sl_lm adapter's default there) against
+ * the host's standardisation of the same device's logits: a prompt of 16 with every row, then
+ * blocks of 1..6 with truncation, at T = 1, 0.7, top-p 0.9 and T = 0. They differ by the
+ * device's exp against glibc's (<= 1 ulp each) and the order of the softmax's sum (<= V 2^-53
+ * relatively): bound 1e-12 on max |p_dev - p_host| / p_host; the argmax the same token. */
+static int check_dists(sl_model *mg, const int32_t *tok)
+{
+    const size_t V = mg->cfg.vocab_size, L = mg->cfg.max_seq_len < 120 ? mg->cfg.max_seq_len : 120;
+    const sl_sampling cases[] = {{1.0, 0, 1.0, 0.0}, {0.7, 0, 1.0, 0.0}, {1.0, 0, 0.9, 0.0}, {0.0, 0, 1.0, 0.0}};
+    float *z = malloc(16 * V * sizeof *z);
+    double *p = malloc(16 * V * sizeof *p), *q = malloc(16 * V * sizeof *q), worst = 0;
+    sl_dist_work *w = sl_dist_work_alloc(V);
+    size_t rows_checked = 0, argmax_diff = 0;
+    int ok = 1;
+    for (size_t k = 0; k < 4 && ok; k++) {
+        sl_model_ctx *ca = NULL, *cb = NULL;
+        sl_model_lm *lb = NULL;
+        ok = !sl_model_ctx_alloc(mg, L, &ca) && !sl_model_ctx_alloc(mg, L, &cb) && !sl_model_lm_alloc(cb, &cases[k], &lb);
+        for (size_t n = 16, at = 0; ok && ca->len + 6 <= L; n = n % 6 + 1) {
+            ok = !sl_model_forward_last(ca, tok + at % 200, n, n, z) && !lb->lm.extend(lb, tok + at % 200, n, n, q);
+            for (size_t r = 0; ok && r < n; r++) {
+                ok = !sl_dist_standardise_f32(z + r * V, V, &cases[k], p + r * V, w);
+                for (size_t i = 0; ok && i < V; i++) {
+                    const double a = p[r * V + i], b = q[r * V + i];
+                    if (cases[k].temperature == 0) argmax_diff += a != b;
+                    else worst = fmax(worst, a == b ? 0 : fabs(b - a) / fmax(a, 1e-300));
+                }
+                rows_checked++;
+            }
+            at += n;
+            ok = ok && !sl_model_truncate(ca, ca->len - n + n / 2) && !lb->lm.truncate(lb, ca->len);
+            if (n == 16) n = 0;
+        }
+        sl_model_lm_free(lb);
+        sl_model_ctx_free(ca), sl_model_ctx_free(cb);
+    }
+    const int pass = ok && worst <= 1e-12 && !argmax_diff;
+    printf("  distributions on the device against the host's of the same logits: %zu rows, worst relative difference "
+           "%.3g (bound 1e-12), argmax rows differing %zu -> %s\n",
+           rows_checked, worst, argmax_diff, !ok ? sl_errmsg() : pass ? "ok" : "FAIL");
+    free(z), free(p), free(q);
+    sl_dist_work_free(w);
+    return pass;
+}
+
+/* The sampler's view of speed at temperature 1: ms/token of autoregressive decoding through the
+ * sl_lm adapter (a row's distribution per token) and its t(n) (n rows, a verification call), with
+ * the distributions on the device and, in the same run, on the host (SL_INFER_DIST=host). */
+static void time_dists(sl_model *mg, const int32_t *tok)
+{
+    const size_t V = mg->cfg.vocab_size, L = mg->cfg.max_seq_len;
+    const size_t ctx_len = L < 160 ? L / 2 : 128, dec = L - 16 < 128 ? L - 16 : 128;
+    double *q = malloc(SL_INFER_GPU_NMAX * V * sizeof *q);
+    const sl_sampling s = {1.0, 0, 1.0, 0.0};
+    for (int round = 0; round < 2; round++)
+        for (int host = 0; host < 2; host++) {
+            sl_model_ctx *c = NULL;
+            sl_model_lm *l = NULL;
+            if (host) setenv("SL_INFER_DIST", "host", 1);
+            int rc = sl_model_ctx_alloc(mg, L, &c) || sl_model_lm_alloc(c, &s, &l);
+            unsetenv("SL_INFER_DIST");
+            if (rc) break;
+            double reps[30], t_n[SL_INFER_GPU_NMAX + 1];
+            for (int r = 0; r < 5; r++) {
+                l->lm.truncate(l, 0);
+                l->lm.extend(l, tok, 16, 1, q);
+                double t0 = sl_now_s();
+                for (size_t i = 0; i < dec; i++) l->lm.extend(l, tok + 16 + i, 1, 1, q);
+                reps[r] = (sl_now_s() - t0) / (double)dec;
+            }
+            const double ms_tok = 1e3 * median(reps, 5);
+            l->lm.truncate(l, 0);
+            l->lm.extend(l, tok, ctx_len, 1, q);
+            for (size_t n = 1; n <= 8 && ctx_len + n <= L; n++) {
+                for (int r = 0; r < 33; r++) {
+                    double t0 = sl_now_s();
+                    l->lm.extend(l, tok + 100, n, n, q);
+                    double dt = sl_now_s() - t0;
+                    l->lm.truncate(l, ctx_len);
+                    if (r >= 3) reps[r - 3] = dt;
+                }
+                t_n[n] = median(reps, 30);
+            }
+            printf("  T=1 dists on the %-6s: decode %.4f ms/token; t(n) with n rows at context %zu in ms:", host ? "host" : "device",
+                   ms_tok, ctx_len);
+            for (size_t n = 1; n <= 8 && ctx_len + n <= L; n++) printf(" %zu:%.4f", n, 1e3 * t_n[n]);
+            printf("\n");
+            sl_model_lm_free(l);
+            sl_model_ctx_free(c);
+        }
+    free(q);
+}
+
 static int check_model(const char *path, const char *device)
 {
     sl_model *mc = NULL, *mg = NULL;
@@ -118,6 +213,7 @@ static int check_model(const char *path, const char *device)
         ok = ok && same_p;
         sl_model_ctx_free(cp);
     }
+    ok = check_dists(mg, tok) && ok;
     /* Small models: the device against its emulation (the same sums in the same order; they can
      * differ through expf, the device's and glibc's, in GELU, SiLU and the softmax). */
     if (strcmp(device, "cuda-emu") && mc->n_params <= 2000000) {
@@ -181,6 +277,7 @@ static int check_model(const char *path, const char *device)
         printf("\n");
         if (mode) sl_model_ctx_free(c);
     }
+    time_dists(mg, tok);
     fflush(stdout);
 done:
     free(a), free(b), free(b2);
