@@ -42,6 +42,7 @@ typedef void *slg_stream;
 #define NMAX SL_INFER_GPU_NMAX
 #define MV_T 8      /* tokens per pass over a weight row */
 #define MV_SEGS 3   /* matrices in one product launch (q, k, v) */
+#define MV_PAIR_FROM 2 /* tokens from which a product's rows go two to a warp (CUDA build) */
 #define WARP 32
 
 static char g_err[512];
@@ -315,7 +316,7 @@ static int backend_init(char *info, size_t n)
  * does not depend on which thread, warp or launch runs it, so both give the same bits; the C build
  * runs the phases as loops in the same order. */
 
-enum { PH_EMBED, PH_NORM, PH_MATVEC, PH_ROPE, PH_ATT_SCORES, PH_ATT, PH_SILU, PH_DIST_MAX, PH_DIST_EXP };
+enum { PH_EMBED, PH_NORM, PH_MATVEC, PH_ROPE, PH_ATT_SCORES, PH_ATT, PH_SILU, PH_DIST_MAX, PH_DIST_EXP, PH_MATVEC_PAIR };
 
 /* What a call leaves on the device for the host: its rows' logits (forward), or what the sampler
  * needs of each row (forward_dist): its argmax (temperature 0) or its softmax at the temperature. */
@@ -553,6 +554,75 @@ SLG_DEV void mv_lane_vec(const mv_item *m, int lane, int t0, float *acc)
         }
     }
 }
+/* mv_lane_vec for two rows of the same input and dtype class at once: each input chunk is read
+ * once for both (at n tokens a warp reads n K floats of input against K weights per row, so that
+ * from a few tokens on the input's loads, not the weights', grow the phase). Each row's sums are
+ * mv_lane_vec's: the same chunks in the same order, the same fused multiply-adds. */
+template <int F32>
+SLG_DEV void mv_lane_vec2(const mv_item *m0, const mv_item *m1, int lane, int t0, float *acc0, float *acc1)
+{
+    constexpr int U = F32 ? 1 : 2;
+    const int K = m0->K, nch = K / 8, n = m0->n, ldx = m0->ldx, dt0 = m0->dt, dt1 = m1->dt;
+    const float *x = m0->x;
+    const size_t row0 = m0->row * (size_t)K, row1 = m1->row * (size_t)K;
+    for (int c0 = lane; c0 < nch; c0 += U * WARP) {
+        uint4 r0[U * (F32 ? 2 : 1)], r1[U * (F32 ? 2 : 1)];
+        SLG_UNROLL
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + u * WARP;
+            if (F32) {
+                r0[2 * u] = r0[2 * u + 1] = r1[2 * u] = r1[2 * u + 1] = make_uint4(0, 0, 0, 0);
+                if (c < nch) {
+                    r0[2 * u] = *(const uint4 *)((const float *)m0->W + row0 + (size_t)c * 8);
+                    r0[2 * u + 1] = *(const uint4 *)((const float *)m0->W + row0 + (size_t)c * 8 + 4);
+                    r1[2 * u] = *(const uint4 *)((const float *)m1->W + row1 + (size_t)c * 8);
+                    r1[2 * u + 1] = *(const uint4 *)((const float *)m1->W + row1 + (size_t)c * 8 + 4);
+                }
+            } else {
+                r0[u] = r1[u] = make_uint4(0, 0, 0, 0);
+                if (c < nch) {
+                    r0[u] = *(const uint4 *)((const uint16_t *)m0->W + row0 + (size_t)c * 8);
+                    r1[u] = *(const uint4 *)((const uint16_t *)m1->W + row1 + (size_t)c * 8);
+                }
+            }
+        }
+        SLG_UNROLL
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + u * WARP;
+            if (c >= nch) break;
+            float w0[8], w1[8];
+            if (F32) {
+                const uint4 a = r0[2 * u], b = r0[2 * u + 1], a1 = r1[2 * u], b1 = r1[2 * u + 1];
+                w0[0] = __uint_as_float(a.x), w0[1] = __uint_as_float(a.y), w0[2] = __uint_as_float(a.z), w0[3] = __uint_as_float(a.w);
+                w0[4] = __uint_as_float(b.x), w0[5] = __uint_as_float(b.y), w0[6] = __uint_as_float(b.z), w0[7] = __uint_as_float(b.w);
+                w1[0] = __uint_as_float(a1.x), w1[1] = __uint_as_float(a1.y), w1[2] = __uint_as_float(a1.z), w1[3] = __uint_as_float(a1.w);
+                w1[4] = __uint_as_float(b1.x), w1[5] = __uint_as_float(b1.y), w1[6] = __uint_as_float(b1.z), w1[7] = __uint_as_float(b1.w);
+            } else {
+                const uint32_t p0[4] = {r0[u].x, r0[u].y, r0[u].z, r0[u].w}, p1[4] = {r1[u].x, r1[u].y, r1[u].z, r1[u].w};
+                SLG_UNROLL
+                for (int e = 0; e < 4; e++) {
+                    w0[2 * e] = dt0 == 1 ? f16_to_f32((uint16_t)(p0[e] & 0xffffu)) : bf16_to_f32((uint16_t)(p0[e] & 0xffffu));
+                    w0[2 * e + 1] = dt0 == 1 ? f16_to_f32((uint16_t)(p0[e] >> 16)) : bf16_to_f32((uint16_t)(p0[e] >> 16));
+                    w1[2 * e] = dt1 == 1 ? f16_to_f32((uint16_t)(p1[e] & 0xffffu)) : bf16_to_f32((uint16_t)(p1[e] & 0xffffu));
+                    w1[2 * e + 1] = dt1 == 1 ? f16_to_f32((uint16_t)(p1[e] >> 16)) : bf16_to_f32((uint16_t)(p1[e] >> 16));
+                }
+            }
+            SLG_UNROLL
+            for (int t = 0; t < MV_T; t++) {
+                if (t0 + t < n) {
+                    const float *xt = x + (size_t)(t0 + t) * ldx + (size_t)c * 8;
+                    const float4 x0 = *(const float4 *)xt, x1 = *(const float4 *)(xt + 4);
+                    float s = acc0[t], q = acc1[t];
+                    s = fmaf(w0[0], x0.x, s), s = fmaf(w0[1], x0.y, s), s = fmaf(w0[2], x0.z, s), s = fmaf(w0[3], x0.w, s);
+                    s = fmaf(w0[4], x1.x, s), s = fmaf(w0[5], x1.y, s), s = fmaf(w0[6], x1.z, s), s = fmaf(w0[7], x1.w, s);
+                    q = fmaf(w1[0], x0.x, q), q = fmaf(w1[1], x0.y, q), q = fmaf(w1[2], x0.z, q), q = fmaf(w1[3], x0.w, q);
+                    q = fmaf(w1[4], x1.x, q), q = fmaf(w1[5], x1.y, q), q = fmaf(w1[6], x1.z, q), q = fmaf(w1[7], x1.w, q);
+                    acc0[t] = s, acc1[t] = q;
+                }
+            }
+        }
+    }
+}
 #endif
 
 /* Lane's partial sums for tokens t0 .. t0 + MV_T - 1 (those < n) of the item's row: the 8-element
@@ -778,6 +848,43 @@ SLG_DEV void mv_row(const mv_args *a, size_t r, int lane)
     }
 }
 
+/* Rows r and r + 1 by one warp (mv_args.rpw = 2), each with the bits mv_row gives it: with the
+ * vector path and one dtype class, their input chunks are read once for both. */
+SLG_DEV void mv_row_pair(const mv_args *a, size_t r, int lane)
+{
+    const int n = a->n;
+    {
+        const mv_item m0 = mv_pick(a, r), m1 = mv_pick(a, r + 1);
+        if (!m0.vec || m0.dt == 0 || m1.dt == 0) {
+            mv_row(a, r, lane);
+            mv_row(a, r + 1, lane);
+            return;
+        }
+    }
+    for (int t0 = 0; t0 < n; t0 += MV_T) {
+        float acc0[MV_T], acc1[MV_T];
+        SLG_UNROLL
+        for (int k = 0; k < MV_T; k++) acc0[k] = acc1[k] = 0.0f;
+        {
+            const mv_item m0 = mv_pick(a, r), m1 = mv_pick(a, r + 1);
+            mv_lane_vec2<0>(&m0, &m1, lane, t0, acc0, acc1);
+        }
+        SLG_UNROLL
+        for (int k = 0; k < MV_T; k++)
+            if (t0 + k < n) acc0[k] = warp_sum_f(acc0[k]), acc1[k] = warp_sum_f(acc1[k]);
+        /* Lane k stores token k of the first row, lane MV_T + k of the second. */
+        const int k = lane % MV_T, second = lane >= MV_T;
+        float v = 0.0f;
+        SLG_UNROLL
+        for (int j = 0; j < MV_T; j++)
+            if (j == k) v = second ? acc1[j] : acc0[j];
+        if (lane < 2 * MV_T && t0 + k < n) {
+            const mv_item m = mv_pick(a, r + (size_t)second);
+            mv_store(&m, t0 + k, v);
+        }
+    }
+}
+
 /* Rows of d <= NORM_R * 32 are read into registers once, every load in flight together; the sums
  * run over the same elements in the same order as norm_lane_sum. */
 #define NORM_R 32
@@ -884,7 +991,8 @@ SLG_DEV void dist_exp_item(const dist_args *a, size_t it, int lane)
 
 SLG_HD int phase_per_warp(int kind)
 {
-    return kind == PH_NORM || kind == PH_MATVEC || kind == PH_ATT || kind == PH_DIST_MAX || kind == PH_DIST_EXP;
+    return kind == PH_NORM || kind == PH_MATVEC || kind == PH_MATVEC_PAIR || kind == PH_ATT || kind == PH_DIST_MAX ||
+           kind == PH_DIST_EXP;
 }
 
 /* This thread's share of phase f (in shared memory; kind = f->kind, a constant where the caller
@@ -912,6 +1020,12 @@ SLG_DEV void phase_part(const slg_phase *f, int kind, size_t tid, size_t nthr)
         break;
     case PH_MATVEC:
         for (size_t i = w; i < n; i += nw) mv_row(&f->u.mv, i, lane);
+        break;
+    case PH_MATVEC_PAIR: /* rows 2w, 2w + 1 */
+        for (size_t i = 2 * w; i < n; i += 2 * nw) {
+            if (i + 1 < n) mv_row_pair(&f->u.mv, i, lane);
+            else mv_row(&f->u.mv, i, lane);
+        }
         break;
     case PH_ATT:
         for (size_t i = w; i < n; i += nw) att_item(&f->u.at, i, lane);
@@ -964,12 +1078,14 @@ static __global__ void __launch_bounds__(PH_THREADS) k_fused_g(const slg_phase *
 
 static int phase_launch(slg_stream st, const slg_phase *f)
 {
-    const size_t threads = phase_per_warp(f->kind) ? f->n * WARP : f->n, blocks = (threads + PH_THREADS - 1) / PH_THREADS;
+    const size_t items = f->kind == PH_MATVEC_PAIR ? (f->n + 1) / 2 : f->n; /* warps or threads */
+    const size_t threads = phase_per_warp(f->kind) ? items * WARP : items, blocks = (threads + PH_THREADS - 1) / PH_THREADS;
     if (!threads) return 0;
     switch (f->kind) {
     case PH_EMBED: return launch("embed phase", k_phase_g<PH_EMBED>, blocks, PH_THREADS, st, *f);
     case PH_NORM: return launch("norm phase", k_phase_g<PH_NORM>, blocks, PH_THREADS, st, *f);
     case PH_MATVEC: return launch("product phase", k_phase_g<PH_MATVEC>, blocks, PH_THREADS, st, *f);
+    case PH_MATVEC_PAIR: return launch("paired product phase", k_phase_g<PH_MATVEC_PAIR>, blocks, PH_THREADS, st, *f);
     case PH_ROPE: return launch("rope phase", k_phase_g<PH_ROPE>, blocks, PH_THREADS, st, *f);
     case PH_ATT_SCORES: return launch("scores phase", k_phase_g<PH_ATT_SCORES>, blocks, PH_THREADS, st, *f);
     case PH_ATT: return launch("attention phase", k_phase_g<PH_ATT>, blocks, PH_THREADS, st, *f);
@@ -1077,7 +1193,8 @@ static void phase_run(const slg_phase *f)
     case PH_SILU: ELEMENTS(silu_at, &f->u.s); break;
     case PH_ATT_SCORES: ELEMENTS(att_score_at, &f->u.at); break;
     case PH_NORM: norm_rows(&f->u.nm, f->n); break;
-    case PH_MATVEC: mv_rows(&f->u.mv); break;
+    case PH_MATVEC:
+    case PH_MATVEC_PAIR: mv_rows(&f->u.mv); break;
     case PH_ATT: att_items(&f->u.at, f->n); break;
     case PH_DIST_MAX: dist_max_items(&f->u.ds, f->n); break;
     case PH_DIST_EXP: dist_exp_items(&f->u.ds, f->n); break;
@@ -1120,6 +1237,7 @@ struct sl_igpu_ctx {
     int *step;          /* device {pos, tokens (NMAX)} */
     int *h_step;        /* pinned host copy */
     float *h_logits;    /* pinned (NMAX, vocab) */
+    int mv_pair_from;   /* products of this many tokens or more take rows in pairs (CUDA build) */
     seg_rec *h_seg;     /* pinned copy of seg and e, contiguous as on the device */
     double *h_e;
     slg_phase *ph;      /* host: the phase list being built (max_phases) */
@@ -1297,6 +1415,10 @@ static sl_igpu_ctx *ctx_create(sl_igpu_model *g, int max_len)
         ctx_free(c);
         return NULL;
     }
+    /* Products of MV_PAIR_FROM tokens or more take their rows two to a warp (SL_INFER_MV_PAIR_FROM
+     * sets it; a large value turns pairs off): the same bits either way. */
+    const char *pf = getenv("SL_INFER_MV_PAIR_FROM");
+    c->mv_pair_from = pf && atoi(pf) > 0 ? atoi(pf) : MV_PAIR_FROM;
     c->max_phases = 5 + 10 * w->n_layer;
     if (!(c->ph = (slg_phase *)calloc((size_t)c->max_phases, sizeof *c->ph))) {
         fail("out of host memory");
@@ -1360,7 +1482,7 @@ static slg_phase *phase_add(sl_igpu_ctx *c, int *nph, int kind, size_t n)
 
 static void phase_mv(sl_igpu_ctx *c, int *nph, const mv_args *a)
 {
-    phase_add(c, nph, PH_MATVEC, (size_t)a->rows_end[a->nseg - 1])->u.mv = *a;
+    phase_add(c, nph, a->n >= c->mv_pair_from ? PH_MATVEC_PAIR : PH_MATVEC, (size_t)a->rows_end[a->nseg - 1])->u.mv = *a;
 }
 
 /* The phases of one forward call of n tokens, the logits of the last n_rows (and what out asks of

@@ -416,14 +416,26 @@ static int standardise(const double *raw, size_t V, const sl_sampling *s, double
          * a relative 1e-12 of the maximum (log of doubles that close can round to one value);
          * only those get their logarithm taken. NaN or negative raw values take the general path,
          * which reports them. */
-        double mx = -INFINITY;
+        double m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, mx = -INFINITY;
+        int b4[4] = {0}, bad = 0;
         size_t w = 0;
-        for (; w < V && raw[w] >= 0; w++)
-            if (raw[w] > mx) mx = raw[w];
-        if (w == V) {
-            const double lm = log(mx);
+        /* The maximum in four lanes (a maximum is exact in any order), NaN and negatives noted. */
+        for (; w + 4 <= V; w += 4)
+            for (int k = 0; k < 4; k++) {
+                b4[k] |= !(raw[w + k] >= 0);
+                m4[k] = raw[w + k] > m4[k] ? raw[w + k] : m4[k];
+            }
+        for (; w < V; w++) {
+            bad |= !(raw[w] >= 0);
+            mx = raw[w] > mx ? raw[w] : mx;
+        }
+        for (int k = 0; k < 4; k++) mx = m4[k] > mx ? m4[k] : mx, bad |= b4[k];
+        if (!bad) {
+            const double lm = log(mx), near = mx * (1 - 1e-12);
             size_t best = 0;
-            while (!(raw[best] >= mx * (1 - 1e-12) && log(raw[best]) == lm)) best++;
+            while (best + 4 <= V && raw[best] < near && raw[best + 1] < near && raw[best + 2] < near && raw[best + 3] < near)
+                best += 4;
+            while (!(raw[best] >= near && log(raw[best]) == lm)) best++;
             memset(dst, 0, V * sizeof *dst);
             dst[best] = 1;
             return sl_sampling_validate(s);
@@ -519,7 +531,7 @@ int32_t sl_lookup_propose(const int32_t *h, size_t n, size_t n_max, size_t *matc
         /* Occurrences h[j..j+m) with a follower h[j+m] inside the history, most recent first:
          * j + m <= n - 1. */
         for (size_t j = n - m; j-- > 0;) {
-            if (memcmp(h + j, suf, m * sizeof *h) == 0) {
+            if (h[j + m - 1] == suf[m - 1] && memcmp(h + j, suf, m * sizeof *h) == 0) {
                 *match_len = m;
                 return h[j + m];
             }
@@ -531,13 +543,15 @@ int32_t sl_lookup_propose(const int32_t *h, size_t n, size_t n_max, size_t *matc
 void sl_lookup_dist(const sl_lookup_lm *l, const int32_t *h, size_t n, double *out)
 {
     const size_t V = l->vocab_size;
-    if (l->fallback) memcpy(out, l->fallback, V * sizeof *out);
-    else for (size_t w = 0; w < V; w++) out[w] = 1.0 / (double)V;
     size_t ml;
-    int32_t x = sl_lookup_propose(h, n, l->n_max, &ml);
-    if (x < 0) return;
-    for (size_t w = 0; w < V; w++) out[w] *= l->eps;
-    out[x] += 1.0 - l->eps;
+    const int32_t x = sl_lookup_propose(h, n, l->n_max, &ml);
+    /* One pass: the fallback (or uniform), times eps where a continuation was found. */
+    const double eps = x < 0 ? 1.0 : l->eps, u = 1.0 / (double)V;
+    if (l->fallback)
+        for (size_t w = 0; w < V; w++) out[w] = l->fallback[w] * eps;
+    else
+        for (size_t w = 0; w < V; w++) out[w] = u * eps;
+    if (x >= 0) out[x] += 1.0 - l->eps;
 }
 
 static void lookup_raw(const void *l, const int32_t *h, size_t len, double *out) { sl_lookup_dist(l, h, len, out); }

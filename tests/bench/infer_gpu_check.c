@@ -9,9 +9,9 @@
  *   - speed: ms per token of autoregressive decoding (one token per call, 128 tokens after a prompt
  *     of 16), and t(n) = one call of n tokens at context 128, n = 1..16, median of 30: one launch
  *     per phase with CUDA graphs and programmatic dependent launch (the default), the persistent
- *     step kernel (SL_INFER_FUSED=1), graphs alone (SL_INFER_PDL=0), and neither
- *     (SL_INFER_GRAPHS=0);
- *   - the persistent kernel against one launch per phase: bit for bit;
+ *     step kernel (SL_INFER_FUSED=1), graphs alone (SL_INFER_PDL=0), neither (SL_INFER_GRAPHS=0),
+ *     and the default with every product row on its own warp (SL_INFER_MV_PAIR_FROM=1000);
+ *   - the persistent kernel, and products a row per warp, against the default: bit for bit;
  *   - the sampler's distributions computed on the device against the host's of the same logits
  *     (check_dists), and the sampler's decode and t(n) with them on the device and on the host.
  * usage: infer_gpu_check [--device cuda|cuda-emu] [MODEL...] (default: the tests/ref fixtures).
@@ -212,6 +212,16 @@ static int check_model(const char *path, const char *device)
         printf("  the persistent kernel against one launch per phase: %s\n", rp_rc ? sl_errmsg() : same_p ? "bit-identical" : "DIFFERS");
         ok = ok && same_p;
         sl_model_ctx_free(cp);
+        /* Products with every row on its own warp against rows in pairs (the default from 2 tokens). */
+        cp = NULL;
+        setenv("SL_INFER_MV_PAIR_FROM", "1000", 1);
+        rp_rc = sl_model_ctx_alloc(mg, L, &cp);
+        unsetenv("SL_INFER_MV_PAIR_FROM");
+        if (!rp_rc) rp_rc = sequence(cp, tok, L, b2, &rp);
+        const int same_r = !rp_rc && rp == ra && memcmp(b, b2, ra * V * sizeof(float)) == 0;
+        printf("  products a row per warp against rows in pairs: %s\n", rp_rc ? sl_errmsg() : same_r ? "bit-identical" : "DIFFERS");
+        ok = ok && same_r;
+        sl_model_ctx_free(cp);
     }
     ok = check_dists(mg, tok) && ok;
     /* Small models: the device against its emulation (the same sums in the same order; they can
@@ -237,14 +247,16 @@ static int check_model(const char *path, const char *device)
 
     /* Speed: one launch per phase with graphs and PDL (the contexts above), the persistent kernel,
      * graphs alone, and neither (fresh contexts). */
-    static const char *const mode_name[4] = {"graphs+pdl", "persistent", "graphs", "plain"};
-    for (int mode = 0; mode < 4; mode++) {
+    static const char *const mode_name[5] = {"graphs+pdl", "persistent", "graphs", "plain", "no pairs"};
+    for (int mode = 0; mode < 5; mode++) {
         sl_model_ctx *c = g1;
         if (mode) {
             if (mode == 1) setenv("SL_INFER_FUSED", "1", 1);
             if (mode >= 2) setenv("SL_INFER_PDL", "0", 1);
             if (mode == 3) setenv("SL_INFER_GRAPHS", "0", 1);
+            if (mode == 4) unsetenv("SL_INFER_PDL"), setenv("SL_INFER_MV_PAIR_FROM", "1000", 1);
             rc = sl_model_ctx_alloc(mg, L, &c);
+            unsetenv("SL_INFER_MV_PAIR_FROM");
             unsetenv("SL_INFER_FUSED");
             unsetenv("SL_INFER_GRAPHS");
             unsetenv("SL_INFER_PDL");
