@@ -2,28 +2,43 @@
 """infer_gpu_table.py: the tables of models/GPU_INFERENCE.md from the committed device results.
 
 usage: python3 tests/bench/infer_gpu_table.py [RESULTS_DIR...]
-(default: tests/bench/results/infer_gpu_h200_run7/t1 and .../t0, the backend as it is now; older
-runs' folders can be named). Prints, per results folder, each draft's best gamma with its
-acceptance, measured speedup [95% CI], the prediction E[N]/(gamma c + v(gamma+1)), c and
-v(gamma+1), and the target's step time; then the timing lines of the check files and the
-PyTorch anchor's, every run."""
+(default: the sweeps of tests/bench/results/infer_gpu_h200_run12/, the backend as it is now, with
+products' rows in pairs and without; older runs' folders can be named: a folder holds one
+summary.csv, or one folder per draft each with its own). Prints, per results folder, each
+draft's best gamma with its acceptance, measured speedup [95% CI], the prediction
+E[N]/(gamma c + v(gamma+1)) (E[N] from alpha as if acceptances were independent), the measured
+tokens per iteration and the same cost model fed with them, c and v(gamma+1), and the target's
+step time; then the timing lines of the check files and the PyTorch anchor's, every run."""
 import csv, glob, os, sys
 
 B = "tests/bench/results"
-dirs = sys.argv[1:] or [f"{B}/infer_gpu_h200_run7/t1", f"{B}/infer_gpu_h200_run7/t0"]
+R12 = f"{B}/infer_gpu_h200_run12"
+
+
+def from_n(r):
+    """The cost model alone: the measured tokens per iteration over gamma c + v(gamma + 1)."""
+    g = int(r["gamma"])
+    return float(r["tokens_per_iteration"]) / (g * float(r["c_in_run"]) + float(r["v_gamma_plus_1"]))
+
+
+dirs = sys.argv[1:] or [f"{R12}/{r}_pairs_{p}" for r in ("r1_t1", "r1_t0", "r2_t0") for p in ("on", "off")]
 for d in dirs:
-    f = f"{d}/summary.csv"
-    lines = open(f).read().splitlines()
-    print(f"{lines[0][2:]}  ({f})\n")
-    print("| draft | best gamma | alpha | speedup [95% CI] | predicted | c | v(gamma+1) | target step ms |")
-    print("|---|---|---|---|---|---|---|---|")
-    rows = [r for r in csv.DictReader(lines[1:]) if r["best"] == "1"]
+    files = [f"{d}/summary.csv"] if os.path.exists(f"{d}/summary.csv") else sorted(glob.glob(f"{d}/*/summary.csv"))
+    head, rows = None, []
+    for f in files:
+        lines = open(f).read().splitlines()
+        head = head or lines[0][2:]
+        rows += [r for r in csv.DictReader(lines[1:]) if r["best"] == "1"]
+    print(f"{head}  ({d})\n")
+    print("| draft | best gamma | alpha | speedup [95% CI] | predicted | tokens / iteration | from them | c | v(gamma+1) | target step ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in sorted(rows, key=lambda r: -float(r["speedup"])):
         print(f"| {r['draft']} | {r['gamma']} | {float(r['alpha_hat']):.3f} | {float(r['speedup']):.3f} "
               f"[{float(r['speedup_ci_lo']):.3f}, {float(r['speedup_ci_hi']):.3f}] | {float(r['predicted_general']):.3f} "
-              f"| {float(r['c_in_run']):.3f} | {float(r['v_gamma_plus_1']):.3f} | {float(r['target_step_ms']):.3f} |")
+              f"| {float(r['tokens_per_iteration']):.3f} | {from_n(r):.3f} | {float(r['c_in_run']):.3f} | {float(r['v_gamma_plus_1']):.3f} | {float(r['target_step_ms']):.3f} |")
     print()
-for f in sorted(glob.glob(f"{B}/infer_gpu_h200_run*/*check*.txt") + glob.glob(f"{B}/infer_gpu_h200_run*/*anchor*.txt")):
+checks = glob.glob(f"{B}/infer_gpu_h200_run*/*check*.txt") + glob.glob(f"{B}/infer_gpu_h200_run*/*anchor*.txt")
+for f in sorted(checks + glob.glob(f"{R12}/b_target.txt")):
     for l in open(f):
-        if "safetensors on" in l or "graphs+pdl" in l or "plain" in l or "anchor decode" in l:
+        if any(k in l for k in ("safetensors on", "graphs+pdl", "plain", "no pairs", "anchor decode", "dists on the")):
             print(f"{os.path.basename(os.path.dirname(f))}/{os.path.basename(f)}: {l.rstrip()[:150]}")
