@@ -2,8 +2,8 @@
 """infer_gpu_table.py: the tables of models/GPU_INFERENCE.md from the committed device results.
 
 usage: python3 tests/bench/infer_gpu_table.py [RESULTS_DIR...]
-(default: the sweeps of tests/bench/results/infer_gpu_h200_run12/, the backend as it is now, with
-products' rows in pairs and without; older runs' folders can be named: a folder holds one
+(default: the sweeps of tests/bench/results/infer_gpu_h200_run12/ and run13/, the backend as it is
+now, with products' rows in pairs and without; older runs' folders can be named: a folder holds one
 summary.csv, or one folder per draft each with its own). Prints, per results folder, each
 draft's best gamma with its acceptance, measured speedup [95% CI], the prediction
 E[N]/(gamma c + v(gamma+1)) (E[N] from alpha as if acceptances were independent), the measured
@@ -21,7 +21,9 @@ def from_n(r):
     return float(r["tokens_per_iteration"]) / (g * float(r["c_in_run"]) + float(r["v_gamma_plus_1"]))
 
 
-dirs = sys.argv[1:] or [f"{R12}/{r}_pairs_{p}" for r in ("r1_t1", "r1_t0", "r2_t0") for p in ("on", "off")]
+R13 = f"{B}/infer_gpu_h200_run13"
+dirs = sys.argv[1:] or ([f"{R12}/{r}_pairs_{p}" for r in ("r1_t1", "r1_t0", "r2_t0") for p in ("on", "off")] +
+                        [f"{R13}/{r}_pairs_{p}" for r in ("r3_t1", "r3_t0", "r4_t1", "r4_t0") for p in ("on", "off")])
 for d in dirs:
     files = [f"{d}/summary.csv"] if os.path.exists(f"{d}/summary.csv") else sorted(glob.glob(f"{d}/*/summary.csv"))
     head, rows = None, []
@@ -38,7 +40,7 @@ for d in dirs:
               f"| {float(r['tokens_per_iteration']):.3f} | {from_n(r):.3f} | {float(r['c_in_run']):.3f} | {float(r['v_gamma_plus_1']):.3f} | {float(r['target_step_ms']):.3f} |")
     print()
 checks = glob.glob(f"{B}/infer_gpu_h200_run*/*check*.txt") + glob.glob(f"{B}/infer_gpu_h200_run*/*anchor*.txt")
-for f in sorted(checks + glob.glob(f"{R12}/b_target.txt")):
+for f in sorted(checks + glob.glob(f"{R12}/b_target.txt") + glob.glob(f"{R13}/b_gpu_anchor.txt")):
     for l in open(f):
         if any(k in l for k in ("safetensors on", "graphs+pdl", "plain", "no pairs", "anchor decode", "dists on the")):
             print(f"{os.path.basename(os.path.dirname(f))}/{os.path.basename(f)}: {l.rstrip()[:150]}")
