@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run 14, call B: the small shipped drafts not in runs 12-13 (draft-s, draft-xs, unigram) and the
+# Run 14: the small shipped drafts not in runs 12-13 (draft-s, draft-xs, unigram) and the
 # bigram, `speclab run` sweeps at T = 1 and T = 0. Outputs: $OUT/run14b.tgz and the text log.
 set -u
 H=/tmp/h; R=$H/out; mkdir -p $H $R
