@@ -554,36 +554,26 @@ SLG_DEV void mv_lane_vec(const mv_item *m, int lane, int t0, float *acc)
         }
     }
 }
-/* mv_lane_vec for two rows of the same input and dtype class at once: each input chunk is read
- * once for both (at n tokens a warp reads n K floats of input against K weights per row, so that
- * from a few tokens on the input's loads, not the weights', grow the phase). Each row's sums are
- * mv_lane_vec's: the same chunks in the same order, the same fused multiply-adds. */
-template <int F32>
+/* mv_lane_vec for two rows of 16-bit weights at once: each input chunk is read once for both (at
+ * n tokens a warp reads n K floats of input against K weights per row, so that from a few tokens
+ * on the input's loads, not the weights', grow the phase). Each row's sums are mv_lane_vec's: the
+ * same chunks in the same order, the same fused multiply-adds. Two chunks a row in flight (the
+ * pair's registers: f32 rows, at twice the bytes, spilled and keep a row a warp). */
 SLG_DEV void mv_lane_vec2(const mv_item *m0, const mv_item *m1, int lane, int t0, float *acc0, float *acc1)
 {
-    constexpr int U = F32 ? 1 : 2;
+    constexpr int U = 2;
     const int K = m0->K, nch = K / 8, n = m0->n, ldx = m0->ldx, dt0 = m0->dt, dt1 = m1->dt;
     const float *x = m0->x;
     const size_t row0 = m0->row * (size_t)K, row1 = m1->row * (size_t)K;
     for (int c0 = lane; c0 < nch; c0 += U * WARP) {
-        uint4 r0[U * (F32 ? 2 : 1)], r1[U * (F32 ? 2 : 1)];
+        uint4 r0[U], r1[U];
         SLG_UNROLL
         for (int u = 0; u < U; u++) {
             const int c = c0 + u * WARP;
-            if (F32) {
-                r0[2 * u] = r0[2 * u + 1] = r1[2 * u] = r1[2 * u + 1] = make_uint4(0, 0, 0, 0);
-                if (c < nch) {
-                    r0[2 * u] = *(const uint4 *)((const float *)m0->W + row0 + (size_t)c * 8);
-                    r0[2 * u + 1] = *(const uint4 *)((const float *)m0->W + row0 + (size_t)c * 8 + 4);
-                    r1[2 * u] = *(const uint4 *)((const float *)m1->W + row1 + (size_t)c * 8);
-                    r1[2 * u + 1] = *(const uint4 *)((const float *)m1->W + row1 + (size_t)c * 8 + 4);
-                }
-            } else {
-                r0[u] = r1[u] = make_uint4(0, 0, 0, 0);
-                if (c < nch) {
-                    r0[u] = *(const uint4 *)((const uint16_t *)m0->W + row0 + (size_t)c * 8);
-                    r1[u] = *(const uint4 *)((const uint16_t *)m1->W + row1 + (size_t)c * 8);
-                }
+            r0[u] = r1[u] = make_uint4(0, 0, 0, 0);
+            if (c < nch) {
+                r0[u] = *(const uint4 *)((const uint16_t *)m0->W + row0 + (size_t)c * 8);
+                r1[u] = *(const uint4 *)((const uint16_t *)m1->W + row1 + (size_t)c * 8);
             }
         }
         SLG_UNROLL
@@ -591,21 +581,13 @@ SLG_DEV void mv_lane_vec2(const mv_item *m0, const mv_item *m1, int lane, int t0
             const int c = c0 + u * WARP;
             if (c >= nch) break;
             float w0[8], w1[8];
-            if (F32) {
-                const uint4 a = r0[2 * u], b = r0[2 * u + 1], a1 = r1[2 * u], b1 = r1[2 * u + 1];
-                w0[0] = __uint_as_float(a.x), w0[1] = __uint_as_float(a.y), w0[2] = __uint_as_float(a.z), w0[3] = __uint_as_float(a.w);
-                w0[4] = __uint_as_float(b.x), w0[5] = __uint_as_float(b.y), w0[6] = __uint_as_float(b.z), w0[7] = __uint_as_float(b.w);
-                w1[0] = __uint_as_float(a1.x), w1[1] = __uint_as_float(a1.y), w1[2] = __uint_as_float(a1.z), w1[3] = __uint_as_float(a1.w);
-                w1[4] = __uint_as_float(b1.x), w1[5] = __uint_as_float(b1.y), w1[6] = __uint_as_float(b1.z), w1[7] = __uint_as_float(b1.w);
-            } else {
-                const uint32_t p0[4] = {r0[u].x, r0[u].y, r0[u].z, r0[u].w}, p1[4] = {r1[u].x, r1[u].y, r1[u].z, r1[u].w};
-                SLG_UNROLL
-                for (int e = 0; e < 4; e++) {
-                    w0[2 * e] = dt0 == 1 ? f16_to_f32((uint16_t)(p0[e] & 0xffffu)) : bf16_to_f32((uint16_t)(p0[e] & 0xffffu));
-                    w0[2 * e + 1] = dt0 == 1 ? f16_to_f32((uint16_t)(p0[e] >> 16)) : bf16_to_f32((uint16_t)(p0[e] >> 16));
-                    w1[2 * e] = dt1 == 1 ? f16_to_f32((uint16_t)(p1[e] & 0xffffu)) : bf16_to_f32((uint16_t)(p1[e] & 0xffffu));
-                    w1[2 * e + 1] = dt1 == 1 ? f16_to_f32((uint16_t)(p1[e] >> 16)) : bf16_to_f32((uint16_t)(p1[e] >> 16));
-                }
+            const uint32_t p0[4] = {r0[u].x, r0[u].y, r0[u].z, r0[u].w}, p1[4] = {r1[u].x, r1[u].y, r1[u].z, r1[u].w};
+            SLG_UNROLL
+            for (int e = 0; e < 4; e++) {
+                w0[2 * e] = dt0 == 1 ? f16_to_f32((uint16_t)(p0[e] & 0xffffu)) : bf16_to_f32((uint16_t)(p0[e] & 0xffffu));
+                w0[2 * e + 1] = dt0 == 1 ? f16_to_f32((uint16_t)(p0[e] >> 16)) : bf16_to_f32((uint16_t)(p0[e] >> 16));
+                w1[2 * e] = dt1 == 1 ? f16_to_f32((uint16_t)(p1[e] & 0xffffu)) : bf16_to_f32((uint16_t)(p1[e] & 0xffffu));
+                w1[2 * e + 1] = dt1 == 1 ? f16_to_f32((uint16_t)(p1[e] >> 16)) : bf16_to_f32((uint16_t)(p1[e] >> 16));
             }
             SLG_UNROLL
             for (int t = 0; t < MV_T; t++) {
@@ -848,8 +830,8 @@ SLG_DEV void mv_row(const mv_args *a, size_t r, int lane)
     }
 }
 
-/* Rows r and r + 1 by one warp (mv_args.rpw = 2), each with the bits mv_row gives it: with the
- * vector path and one dtype class, their input chunks are read once for both. */
+/* Rows r and r + 1 by one warp (a PH_MATVEC_PAIR phase), each with the bits mv_row gives it: 16-bit
+ * weights on the vector path read their input chunks once for both, others go row by row. */
 SLG_DEV void mv_row_pair(const mv_args *a, size_t r, int lane)
 {
     const int n = a->n;
@@ -867,7 +849,7 @@ SLG_DEV void mv_row_pair(const mv_args *a, size_t r, int lane)
         for (int k = 0; k < MV_T; k++) acc0[k] = acc1[k] = 0.0f;
         {
             const mv_item m0 = mv_pick(a, r), m1 = mv_pick(a, r + 1);
-            mv_lane_vec2<0>(&m0, &m1, lane, t0, acc0, acc1);
+            mv_lane_vec2(&m0, &m1, lane, t0, acc0, acc1);
         }
         SLG_UNROLL
         for (int k = 0; k < MV_T; k++)
@@ -1234,7 +1216,7 @@ struct sl_igpu_ctx {
     double *e;
     int nseg;
     float *rope_cos, *rope_sin; /* (max_len, hd / 2), llama */
-    int *step;          /* device {pos, tokens (NMAX)} */
+    int *step;          /* device {pos, tokens (NMAX), unused, temperature (a double, ints STEP_T..)} */
     int *h_step;        /* pinned host copy */
     float *h_logits;    /* pinned (NMAX, vocab) */
     int mv_pair_from;   /* products of this many tokens or more take rows in pairs (CUDA build) */

@@ -17,7 +17,8 @@
  * epilogue; Llama: up and gate, then SiLU-product), one down product adding into the residual;
  * then the final norm and the unembedding of the rows asked for. The CUDA build records that list
  * once per (n, rows) as a CUDA graph and replays it; the token ids and the position travel in one
- * small copy, so a step is one graph launch and one copy of logits back.
+ * small copy, so a step is one graph launch and one copy back: of the logits (forward), or of
+ * what a sampler needs of them, made on the device (forward_dist: softmax rows, or argmaxes).
  *
  * Determinism: no atomics; every sum has one fixed order (a product row: lane l of 32 takes the
  * 8-element chunks l, l + 32, ... in order with fused multiply-adds, then a fixed pairwise tree
