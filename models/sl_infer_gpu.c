@@ -1462,9 +1462,13 @@ static slg_phase *phase_add(sl_igpu_ctx *c, int *nph, int kind, size_t n)
     return f;
 }
 
+/* A product phase: rows in pairs from mv_pair_from tokens on when every matrix is 16-bit (f32
+ * rows go one by one in a pair's warp, at half the warps: slower, run 15). */
 static void phase_mv(sl_igpu_ctx *c, int *nph, const mv_args *a)
 {
-    phase_add(c, nph, a->n >= c->mv_pair_from ? PH_MATVEC_PAIR : PH_MATVEC, (size_t)a->rows_end[a->nseg - 1])->u.mv = *a;
+    int pairs = a->vec && a->n >= c->mv_pair_from;
+    for (int s = 0; s < a->nseg; s++) pairs = pairs && a->dt[s] != 0;
+    phase_add(c, nph, pairs ? PH_MATVEC_PAIR : PH_MATVEC, (size_t)a->rows_end[a->nseg - 1])->u.mv = *a;
 }
 
 /* The phases of one forward call of n tokens, the logits of the last n_rows (and what out asks of

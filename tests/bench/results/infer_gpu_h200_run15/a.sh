@@ -1,5 +1,6 @@
 #!/bin/bash
-# Run 15 (at the commit after 706e05b: the pair product's f32 branch removed): the fixtures and
+# Run 15 (at the commit after 706e05b: the pair product's f32 branch removed; call B after f32
+# products went back to a row per warp, run 15 A having shown pairs slower there): the fixtures and
 # the shipped target through infer_gpu_check once more (rows in pairs bit for bit against a row
 # per warp, the device's distributions against the host's), and prompt lookup at T = 0 once.
 set -u
