@@ -29,6 +29,18 @@ static const char *fixture(const char *name, const char *suffix)
     return p;
 }
 
+/* Writes a model of random weights (sl_model_init_write) from a JSON config to a per-process path
+ * named by tag (in buf, 256 bytes). */
+static const char *random_model(char *buf, const char *tag, sl_arch arch, const char *cfg_json, uint64_t seed, sl_dtype dt,
+                                double init_std)
+{
+    sl_model_config cfg;
+    cr_assert_eq(sl_model_config_parse(cfg_json, arch, "test", &cfg), SL_OK, "%s", sl_errmsg());
+    snprintf(buf, 256, "/tmp/sl_test_infer_gpu_%s_%ld.safetensors", tag, (long)getpid());
+    cr_assert_eq(sl_model_init_write(buf, arch, &cfg, seed, dt, init_std, NULL), SL_OK);
+    return buf;
+}
+
 /* max |a - b| / max(1, max |b|) over n values: the logits are O(1..10), so this is the error
  * relative to the row's scale. */
 static double rel_diff(const float *a, const float *b, size_t n)
@@ -152,11 +164,8 @@ Test(infer_gpu, emu_matches_cpu_engine_on_odd_shapes)
          SL_DT_BF16},
     };
     for (size_t k = 0; k < 2; k++) {
-        sl_model_config cfg;
-        cr_assert_eq(sl_model_config_parse(cases[k].cfg, cases[k].arch, "test", &cfg), SL_OK, "%s", sl_errmsg());
         char path[256];
-        snprintf(path, sizeof path, "/tmp/sl_test_infer_gpu_%ld_%zu.safetensors", (long)getpid(), k);
-        cr_assert_eq(sl_model_init_write(path, cases[k].arch, &cfg, 31 + k, cases[k].dt, 0.25, NULL), SL_OK);
+        random_model(path, k ? "odd1" : "odd0", cases[k].arch, cases[k].cfg, 31 + k, cases[k].dt, 0.25);
         double w = check_against_cpu(path);
         cr_log_info("odd shape %zu: worst relative difference %g", k, w);
         unlink(path);
@@ -288,14 +297,11 @@ Test(infer_gpu, emu_distributions_match_host_standardisation)
     for (size_t f = 0; f < 4; f++)
         for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) check_dists(fixture(FIXTURES[f], ""), cases[k]);
     /* The fixtures' 256 tokens are one segment: a vocabulary of 1000 is four, the last one short. */
-    sl_model_config cfg;
-    cr_assert_eq(sl_model_config_parse("{\"vocab_size\":1000,\"n_layer\":1,\"n_head\":2,\"d_model\":16,\"d_ff\":32,"
-                                       "\"max_seq_len\":40,\"tied_embeddings\":true}",
-                                       SL_ARCH_GPT2, "test", &cfg),
-                 SL_OK);
     char path[256];
-    snprintf(path, sizeof path, "/tmp/sl_test_infer_gpu_v1000_%ld.safetensors", (long)getpid());
-    cr_assert_eq(sl_model_init_write(path, SL_ARCH_GPT2, &cfg, 9, SL_DT_F32, 1.0, NULL), SL_OK);
+    random_model(path, "v1000", SL_ARCH_GPT2,
+                 "{\"vocab_size\":1000,\"n_layer\":1,\"n_head\":2,\"d_model\":16,\"d_ff\":32,\"max_seq_len\":40,"
+                 "\"tied_embeddings\":true}",
+                 9, SL_DT_F32, 1.0);
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) check_dists(path, cases[k]);
     unlink(path);
     cr_log_info("distributions: worst relative difference %g", g_dist_worst);
@@ -305,14 +311,11 @@ Test(infer_gpu, emu_distributions_match_host_standardisation)
  * the host's rules give the host's error, word for word, at any temperature. */
 Test(infer_gpu, emu_distributions_of_nan_logits_fail_as_on_the_host)
 {
-    sl_model_config cfg;
-    cr_assert_eq(sl_model_config_parse("{\"vocab_size\":300,\"n_layer\":1,\"n_head\":2,\"d_model\":16,\"d_ff\":32,"
-                                       "\"max_seq_len\":16,\"tied_embeddings\":false}",
-                                       SL_ARCH_GPT2, "test", &cfg),
-                 SL_OK);
     char path[256];
-    snprintf(path, sizeof path, "/tmp/sl_test_infer_gpu_nan_%ld.safetensors", (long)getpid());
-    cr_assert_eq(sl_model_init_write(path, SL_ARCH_GPT2, &cfg, 5, SL_DT_F32, 0.25, NULL), SL_OK);
+    random_model(path, "nan", SL_ARCH_GPT2,
+                 "{\"vocab_size\":300,\"n_layer\":1,\"n_head\":2,\"d_model\":16,\"d_ff\":32,\"max_seq_len\":16,"
+                 "\"tied_embeddings\":false}",
+                 5, SL_DT_F32, 0.25);
     sl_st_file *f;
     cr_assert_eq(sl_st_open(path, &f), SL_OK);
     const sl_st_tensor *t = sl_st_find(f, "lm_head.weight");
