@@ -39,8 +39,7 @@ static int lm_extend(void *self, const int32_t *tokens, size_t n, size_t n_rows,
         return sl_fail(SL_EINPUT, "sequence of %zu tokens exceeds the context of %zu tokens", c->len + n, c->max_len);
     int rc = sl_model_check_tokens(c->m, tokens, n);
     if (rc) return rc;
-    const int filters = l->sampling.temperature > 0 &&
-                        ((l->sampling.top_k > 0 && l->sampling.top_k < V) || l->sampling.top_p < 1 || l->sampling.min_p > 0);
+    const int filters = l->sampling.temperature > 0 && sl_sampling_filters(&l->sampling, V);
     /* Blocks of SL_KERN_NMAX tokens, so that the logits buffer holds one block (no allocation). */
     const size_t first = n - n_rows;
     for (size_t i = 0; i < n; i += SL_KERN_NMAX) {

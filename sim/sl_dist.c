@@ -114,6 +114,11 @@ size_t sl_dist_argmax(const double *p, size_t V)
     return best;
 }
 
+int sl_sampling_filters(const sl_sampling *s, size_t V)
+{
+    return (s->top_k > 0 && s->top_k < V) || s->top_p < 1 || s->min_p > 0;
+}
+
 void sl_dist_filter(double *p, size_t V, const sl_sampling *s, sl_dist_work *w)
 {
     int sorted = 0;

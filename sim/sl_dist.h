@@ -56,6 +56,8 @@ int sl_dist_standardise_f32(const float *logits, size_t V, const sl_sampling *s,
  * top-k, top-p, min-p, each renormalising, so that top-p sees the mass top-k left (as Hugging
  * Face's logits processors do). For a softmax computed elsewhere (a device). */
 void sl_dist_filter(double *p, size_t V, const sl_sampling *s, sl_dist_work *w);
+/* Whether s has a filter that sl_dist_filter applies at vocabulary size V. */
+int sl_sampling_filters(const sl_sampling *s, size_t V);
 
 /* Fills w->idx[0..V) with token ids sorted by descending p, ties by lower id first. */
 void sl_dist_sort_desc(const double *p, size_t V, sl_dist_work *w);
