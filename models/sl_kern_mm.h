@@ -363,19 +363,19 @@ static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, c
                 for (size_t b = 0; b < nb; b++) {
                     const unsigned char *wb = wj + b * step + (size_t)h * CV_W * es;
                     const float *xb = xj + b * sb + (size_t)t0g * st;
-                    /* One token leaves the stream to the hardware prefetcher for f32 weights on
-                     * AVX2 and 16-bit weights on AVX-512. Measured ad hoc, alternated, GPT-2-124M
-                     * shape, t(1) at two threads:
-                     *  - Zen 3 VM (AVX2): f32 18.5-23.7 ms without the software prefetch against
-                     *    20.2-30.1 with it (two of the machine's phases); f16 faster with it
-                     *    (9.6-10.8 against 11.1-11.5 ms), and so was the shipped target;
-                     *  - Zen 5 VM (AVX-512), medians of 11 to 15 decodes each beside a STREAM-like
-                     *    pass: in a fast phase (STREAM 58-71 GB/s) f16 read at 74-78% of the pass
-                     *    without it against 70-72% with it (four pairs of runs; one thread 75%
-                     *    against 68-73%), in a slow one (36-39 GB/s) 85-87% against 85-88%; f32
-                     *    9.0-9.8 ms without against 10.2-11.0 ms with it in the fast phase, but
-                     *    75-80% against 81-87% of the pass in the slow one, so f32 keeps it. */
-                    if (T > 1 || (dt == SL_DT_F32) == (COL_NV == 2)) prefetch_ahead(wj + b * step + SL_KERN_PREFETCH, dt);
+                    /* One token of f32 weights on AVX2 (two lines per step) leaves the stream to
+                     * the hardware prefetcher: on the Zen 3 VM, GPT-2-124M f32 t(1) at two threads
+                     * 18.5-23.7 ms without the software prefetch against 20.2-30.1 with it (ad hoc,
+                     * alternated, two of the machine's phases); f16 was faster with it (9.6-10.8
+                     * against 11.1-11.5 ms), and so was the shipped target. AVX-512 keeps it for
+                     * every dtype: leaving one token of 16-bit weights to the hardware prefetcher
+                     * (433bbb6, reverted) read f16 GPT-2-124M at 74-78% of a STREAM-like pass
+                     * instead of 70-72% on the Zen 5 VM in a fast memory phase, the same in a slow
+                     * one, but on the accelerator machine's Xeon (GPT-2-774M shape, f16, 1.5 GB)
+                     * one thread's decode took 152-161 ms instead of 126 (72-74% of the pass
+                     * against 94-95%) and 16 threads' 20.3-21.8 instead of 18.2-20.5
+                     * (tests/bench/results/engine_device_prefetch_433bbb6/). */
+                    if (COL_NV == 2 || T > 1 || dt != SL_DT_F32) prefetch_ahead(wj + b * step + SL_KERN_PREFETCH, dt);
                     if (NV * TS + NV + 1 <= COL_REGS) { /* the weight vectors held, one broadcast at a time */
                         cvec wv[4];
 #pragma GCC unroll 4
