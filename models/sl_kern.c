@@ -112,6 +112,45 @@ float *sl_kern_xt_buffer(size_t floats)
     return buf;
 }
 
+void sl_kern_team_reset(sl_kern_team *t, int threads)
+{
+    t->threads = threads > 1 && threads <= SL_KERN_TEAM_MAX ? threads : 0;
+    for (int i = 0; i < SL_KERN_TEAM_MAX; i++) {
+        t->th[i].epoch = 0;
+        __atomic_store_n(&t->th[i].word, (uint64_t)0xffff << 48, __ATOMIC_RELAXED); /* no call has that number (below) */
+    }
+}
+
+/* The next units [*a, *b) of thread v's share in call e (0 .. 0xfffe, the callers' count modulo 0xffff): from the front when front (its owner),
+ * else from the back (another thread), a quarter of what is left (at least one unit), so that a
+ * call takes few compare-and-swaps (each a locked instruction, which waits for the weight loads
+ * in flight) and the last ones are single units. 0 when nothing is left. The first thread to
+ * touch v's word in call e sets it to v's static share. */
+int sl_kern_team_claim(sl_kern_team *t, int v, unsigned e, long units, int front, long *a, long *b)
+{
+    const int T = t->threads;
+    const uint64_t M = 0xffffff;
+    const uint64_t num = e; /* the call's number, 0 .. 0xfffe */
+    uint64_t *wp = &t->th[v].word, w = __atomic_load_n(wp, __ATOMIC_ACQUIRE);
+    for (;;) {
+        if ((w >> 48) != num) {
+            const uint64_t lo0 = (uint64_t)((long)v * units / T), hi0 = (uint64_t)((long)(v + 1) * units / T);
+            const uint64_t init = num << 48 | lo0 << 24 | hi0;
+            if (__atomic_compare_exchange_n(wp, &w, init, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) w = init;
+            continue;
+        }
+        const uint64_t lo = w >> 24 & M, hi = w & M;
+        if (lo >= hi) return 0;
+        const uint64_t k = (hi - lo) / 4 ? (hi - lo) / 4 : 1;
+        const uint64_t next = front ? (w & ~(M << 24)) | (lo + k) << 24 : (w & ~M) | (hi - k);
+        if (__atomic_compare_exchange_n(wp, &w, next, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            *a = (long)(front ? lo : hi - k);
+            *b = (long)(front ? lo + k : hi);
+            return 1;
+        }
+    }
+}
+
 void sl_kern_xt_fill(float *xT, const float *x, size_t n, size_t in)
 {
     const size_t nb = in / 32;
@@ -199,7 +238,7 @@ void sl_kern_matmul_multi(const sl_kern_mm *mm, size_t count, const float *x, si
 void sl_kern_matmul(float *y, const float *x, const void *W, sl_dtype dt, const float *bias, size_t n, size_t in,
                     size_t out)
 {
-    const sl_kern_mm mm = {y, W, dt, bias, out, 0, 0};
+    const sl_kern_mm mm = {y, W, dt, bias, out, 0, 0, NULL};
     sl_kern_matmul_multi(&mm, 1, x, n, in);
 }
 

@@ -42,6 +42,26 @@ void sl_kern_matmul(float *y, const float *x, const void *W, sl_dtype dt, const 
  * projections: y_i (n, out_i) = x · W_i^T + bias_i. Saves a fork/join per matrix, which matters
  * when a token takes a few milliseconds on many cores. */
 #define SL_KERN_MAX_MULTI 4
+/* Work sharing with stealing for the matmul calls of one OpenMP team (sl_kern_mm.team): each
+ * thread starts on its static share of the call's units, front to back, and a thread done with
+ * its own takes units one at a time from the back of the others' (a 64-bit word per thread holds
+ * the call's number and the bounds of what is left; threads claim with compare-and-swap). A unit
+ * is computed by one thread whichever, with the same operations: the same bits as the static
+ * split (tests/test_engine.c). Why: on the 2-core Zen 5 VM, with static halves each thread of a
+ * single-token decode spent 12-18% of its samples (perf) waiting at the barrier after a matmul
+ * whose halves took unequal times, the slower thread varying call by call. */
+#define SL_KERN_TEAM_MAX 64 /* larger teams share statically */
+typedef struct {
+    int threads; /* the team the state is for (0: none: static shares) */
+    struct {
+        uint64_t word;   /* call number (16 bits), first and end of the units left (24 bits each) */
+        unsigned epoch;  /* calls this thread has made since sl_kern_team_reset, modulo 0xffff */
+        char pad[52];
+    } th[SL_KERN_TEAM_MAX];
+} sl_kern_team;
+/* Readies t for a team of `threads` (from one thread, while no matmul of the team runs). */
+void sl_kern_team_reset(sl_kern_team *t, int threads);
+
 typedef struct {
     float *y;          /* (n, out) */
     const void *w;     /* (out, in) */
@@ -51,6 +71,8 @@ typedef struct {
     int add;           /* 0: y = x W^T + b; 1: y += (x W^T + b), a residual connection in the epilogue
                           (the same bits as computing the product and adding it afterwards) */
     int packed;        /* 0: w row-major; 1: w in sl_kern_pack's layout (same bits, faster from 2 tokens) */
+    sl_kern_team *team; /* NULL: static shares; else the calling team's state (mm[0]'s counts), used when the call
+                           runs in a parallel region of team->threads threads */
 } sl_kern_mm;
 
 /* The packed layout of a weight matrix (out, in), in % 32 == 0 (sl_kern_pack): column-major by

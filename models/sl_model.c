@@ -754,7 +754,16 @@ static void activation(float *f1, const float *f2, size_t n, size_t ff, int gpt2
 
 sl_kern_mm sl_model_mm(float *y, const sl_model_w *W, const float *bias, size_t out, int add)
 {
-    return (sl_kern_mm){y, W->pk ? W->pk : W->w, W->dt, bias, out, add, W->pk != NULL};
+    return (sl_kern_mm){y, W->pk ? W->pk : W->w, W->dt, bias, out, add, W->pk != NULL, NULL};
+}
+
+/* sl_model_mm sharing its units with stealing among the context's team when it runs one (see
+ * sl_kern_team). */
+static sl_kern_mm ctx_mm(sl_model_ctx *c, float *y, const sl_model_w *W, const float *bias, size_t out, int add)
+{
+    sl_kern_mm k = sl_model_mm(y, W, bias, out, add);
+    k.team = c->team ? &c->steal : NULL;
+    return k;
 }
 
 /* One block of n <= SL_KERN_NMAX tokens at positions pos..; logits (n - r0, vocab) of rows r0..n-1
@@ -775,13 +784,16 @@ static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size
 #pragma omp parallel if (c->team)
     {
 #pragma omp single
-        embed(c, tokens, n, pos);
+        {
+            if (c->team) sl_kern_team_reset(&c->steal, omp_get_num_threads());
+            embed(c, tokens, n, pos);
+        }
         for (size_t l = 0; l < g->n_layer; l++) {
             const sl_model_layer *L = &m->layers[l];
             float *kn = c->kn, *vn = c->vn;
             norm(c->xn, c->x, L->attn_norm_w, L->attn_norm_b, n, d, g->norm_eps);
-            const sl_kern_mm qkv[3] = {sl_model_mm(c->q, &L->q, L->bq, qd, 0), sl_model_mm(kn, &L->k, L->bk, kvd, 0),
-                                       sl_model_mm(vn, &L->v, L->bv, kvd, 0)};
+            const sl_kern_mm qkv[3] = {ctx_mm(c, c->q, &L->q, L->bq, qd, 0), ctx_mm(c, kn, &L->k, L->bk, kvd, 0),
+                                       ctx_mm(c, vn, &L->v, L->bv, kvd, 0)};
             sl_kern_matmul_multi(qkv, 3, c->xn, n, d);
             if (!gpt2) {
 #pragma omp single
@@ -792,18 +804,18 @@ static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size
             }
             cache_store(c, l, n, pos);
             attention(c, l, n, pos);
-            const sl_kern_mm o_res = sl_model_mm(c->x, &L->o, L->bo, d, 1); /* x += attention projection */
+            const sl_kern_mm o_res = ctx_mm(c, c->x, &L->o, L->bo, d, 1); /* x += attention projection */
             sl_kern_matmul_multi(&o_res, 1, c->att, n, qd);
             norm(c->xn, c->x, L->mlp_norm_w, L->mlp_norm_b, n, d, g->norm_eps);
-            const sl_kern_mm gu[2] = {sl_model_mm(f1, &L->up, L->bup, ff, 0), sl_model_mm(f2, &L->gate, NULL, ff, 0)};
+            const sl_kern_mm gu[2] = {ctx_mm(c, f1, &L->up, L->bup, ff, 0), ctx_mm(c, f2, &L->gate, NULL, ff, 0)};
             sl_kern_matmul_multi(gu, gpt2 ? 1 : 2, c->xn, n, d);
             activation(f1, f2, n, ff, gpt2);
-            const sl_kern_mm down_res = sl_model_mm(c->x, &L->down, L->bdown, d, 1); /* x += MLP output */
+            const sl_kern_mm down_res = ctx_mm(c, c->x, &L->down, L->bdown, d, 1); /* x += MLP output */
             sl_kern_matmul_multi(&down_res, 1, f1, n, ff);
         }
         if (r0 < n) {
             norm(c->xn, c->x + r0 * d, m->final_norm_w, m->final_norm_b, n - r0, d, g->norm_eps);
-            const sl_kern_mm head = sl_model_mm(logits, &m->lm_head, NULL, g->vocab_size, 0);
+            const sl_kern_mm head = ctx_mm(c, logits, &m->lm_head, NULL, g->vocab_size, 0);
             sl_kern_matmul_multi(&head, 1, c->xn, n - r0, d);
         }
     }

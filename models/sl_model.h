@@ -123,6 +123,7 @@ typedef struct {
     float *scores;   /* (B, n_head, max_len) */
     float *logits;   /* (B, vocab) used by the sl_lm adapter */
     void *gpu;       /* the device context (KV cache on the device) when m->gpu, else NULL */
+    sl_kern_team steal; /* the team's shares of the matmuls (team = 1), reset at each forward block */
 } sl_model_ctx;
 
 /* max_len in [1, cfg.max_seq_len]. */

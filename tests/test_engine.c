@@ -141,8 +141,8 @@ Test(engine, kernel_packed_layout_gives_the_same_bits)
                         for (int add = 0; add < 2; add++) {
                             const float *bb = (n + b) % 2 ? bias : NULL;
                             for (size_t i = 0; i < n * out; i++) y[i] = y2[i] = (float)i;
-                            const sl_kern_mm m0 = {y, w, (sl_dtype)dt, bb, out, add, 0};
-                            const sl_kern_mm m1 = {y2, wp, (sl_dtype)dt, bb, out, add, 1};
+                            const sl_kern_mm m0 = {y, w, (sl_dtype)dt, bb, out, add, 0, NULL};
+                            const sl_kern_mm m1 = {y2, wp, (sl_dtype)dt, bb, out, add, 1, NULL};
                             sl_kern_matmul_multi(&m0, 1, x, n, in);
                             sl_kern_matmul_multi(&m1, 1, x, n, in);
                             cr_assert(memcmp(y, y2, n * out * 4) == 0,
@@ -196,7 +196,7 @@ Test(engine, kernel_is_bitwise_independent_of_threads_and_block_size)
         cr_assert(memcmp(y1, y2, n * out * 4) == 0, "thread count changed the result");
         /* The residual epilogue (add = 1) gives the bits of computing the product, then adding. */
         for (size_t i = 0; i < n * out; i++) y2[i] = (float)i * 0.001f;
-        const sl_kern_mm acc = {y2, w, (sl_dtype)dt, NULL, out, 1, 0};
+        const sl_kern_mm acc = {y2, w, (sl_dtype)dt, NULL, out, 1, 0, NULL};
         sl_kern_matmul_multi(&acc, 1, x, n, in);
         for (size_t i = 0; i < n * out; i++) cr_assert_eq(y2[i], (float)i * 0.001f + y1[i]);
         for (size_t t = 0; t < n; t++) {
@@ -205,6 +205,61 @@ Test(engine, kernel_is_bitwise_independent_of_threads_and_block_size)
         }
     }
     free(x), free(w32), free(w16), free(y1), free(y2), free(y3);
+    gsl_rng_free(r);
+}
+
+/* Work sharing with stealing (sl_kern_team): whichever thread computes a unit, and however many
+ * units each one takes, every output has the bits of the one-thread call. One call mixes a packed
+ * and a row-major matrix (units of 32 and 4 rows); in each round one thread of the team starts
+ * 20 ms late, so that the others finish their shares and take most of its units from the back;
+ * the rounds reuse the state call after call (its call numbers) and across a reset to another
+ * team size. */
+Test(engine, kernel_stealing_gives_the_bits_of_one_thread)
+{
+    gsl_rng *r = sl_rng_alloc(9, SL_STREAM_DATA, 0);
+    const size_t in = 512, out1 = 1000, out2 = 203, n = 5;
+    float *x = malloc(n * in * 4), *w32 = malloc(out1 * in * 4);
+    uint16_t *w16 = malloc(out1 * in * 2), *wp = malloc(sl_kern_packed_bytes(SL_DT_F16, out1, in));
+    float *ref = malloc(n * (out1 + out2) * 4), *y = malloc(n * (out1 + out2) * 4);
+    for (size_t i = 0; i < n * in; i++) x[i] = frand(r);
+    for (size_t i = 0; i < out1 * in; i++) w32[i] = frand(r);
+    sl_kern_from_f32(w16, w32, SL_DT_F16, out1 * in);
+    sl_kern_pack(wp, w16, SL_DT_F16, out1, in);
+    static sl_kern_team team;
+    for (size_t nt = 1; nt <= n; nt += n - 1) { /* one token, then five */
+        sl_kern_mm mm[2] = {{ref, wp, SL_DT_F16, NULL, out1, 0, 1, NULL},
+                            {ref + nt * out1, w16, SL_DT_F16, NULL, out2, 0, 0, NULL}};
+        omp_set_num_threads(1);
+        sl_kern_matmul_multi(mm, 2, x, nt, in);
+        for (int T = 2; T <= 4; T++) {
+            omp_set_num_threads(T);
+            int rounds = 0;
+#pragma omp parallel
+            {
+#pragma omp single
+                sl_kern_team_reset(&team, omp_get_num_threads());
+                for (int round = 0; round < 2 * T; round++) {
+#pragma omp single
+                    memset(y, 0xff, n * (out1 + out2) * 4);
+                    sl_kern_mm my[2] = {{y, wp, SL_DT_F16, NULL, out1, 0, 1, &team},
+                                        {y + nt * out1, w16, SL_DT_F16, NULL, out2, 0, 0, &team}};
+                    if (omp_get_thread_num() == round % T) usleep(20000);
+                    sl_kern_matmul_multi(my, 2, x, nt, in);
+#pragma omp single
+                    {
+                        cr_assert(memcmp(y, ref, nt * (out1 + out2) * 4) == 0,
+                                  "%d threads, %zu token(s), thread %d late: the outputs differ from one thread's", T, nt,
+                                  round % T);
+                        rounds++;
+                    }
+                }
+            }
+            cr_assert_eq(rounds, 2 * T);
+            cr_assert_eq(team.threads, T);
+        }
+    }
+    omp_set_num_threads(2);
+    free(x), free(w32), free(w16), free(wp), free(ref), free(y);
     gsl_rng_free(r);
 }
 
