@@ -257,6 +257,20 @@ static inline __attribute__((always_inline)) void block16(float *y, const float 
  * the order in which the passes over packed weights broadcast them. */
 float *sl_kern_xt_buffer(size_t floats);
 int sl_kern_team_claim(sl_kern_team *t, int v, unsigned e, long units, int front, long *a, long *b);
+/* The next units [*a, *b) of thread me of a team of T for a call of `units`, *k counting the calls
+ * (from 0); 0 when none are left. Without a team state (t NULL), me's static share, once; with
+ * one, its own share front to back, then the others' from the back (sl_kern_team_claim). */
+static inline int sl_kern_next_units(sl_kern_team *t, int me, int T, unsigned e, long units, int *k, long *a, long *b)
+{
+    if (!t) {
+        if ((*k)++) return 0;
+        *a = (long)me * units / T, *b = (long)(me + 1) * units / T;
+        return 1; /* an empty share runs no unit */
+    }
+    for (; *k < T; ++*k)
+        if (sl_kern_team_claim(t, (me + *k) % T, e, units, *k == 0, a, b)) return 1;
+    return 0;
+}
 void sl_kern_xt_fill(float *xT, const float *x, size_t n, size_t in);
 
 void sl_kern_mm_run_avx2(const sl_kern_mm *mm, size_t count, const float *x, size_t n, size_t in, size_t quad_max);
@@ -558,18 +572,13 @@ static inline __attribute__((always_inline)) void call_unit(const sl_kern_mm *mm
         float *xT = packed && n > 1 && n * in > 4096 ? sl_kern_xt_buffer(n * in) : NULL;                        \
         if (xT) sl_kern_xt_fill(xT, x, n, in);                                                                  \
         sl_kern_team *tm = mm[0].team;                                                                          \
-        const int T = omp_get_num_threads();                                                                    \
-        if (tm && T > 1 && tm->threads == T && units < (1L << 24)) {                                            \
-            const int me = omp_get_thread_num();                                                                \
-            const unsigned e = tm->th[me].epoch = (tm->th[me].epoch + 1) % 0xffff;                              \
-            for (int k = 0; k < T; k++) /* its own share (k = 0), then the others' */                           \
-                for (long a, b; sl_kern_team_claim(tm, (me + k) % T, e, units, k == 0, &a, &b);)                \
-                    for (long u = a; u < b; u++) call_unit(mm, first, u, x, xT, n, in, DT, quad_max);           \
-            _Pragma("omp barrier")                                                                              \
-            return;                                                                                             \
-        }                                                                                                       \
-        _Pragma("omp for schedule(static)")                                                                     \
-        for (long u = 0; u < units; u++) call_unit(mm, first, u, x, xT, n, in, DT, quad_max);                   \
+        const int T = omp_get_num_threads(), me = omp_get_thread_num();                                         \
+        if (!(tm && T > 1 && tm->threads == T && units < (1L << 24))) tm = NULL;                                \
+        const unsigned e = tm ? (tm->th[me].epoch = (tm->th[me].epoch + 1) % 0xffff) : 0;                       \
+        long a, b;                                                                                              \
+        for (int k = 0; sl_kern_next_units(tm, me, T, e, units, &k, &a, &b);)                                   \
+            for (long u = a; u < b; u++) call_unit(mm, first, u, x, xT, n, in, DT, quad_max);                   \
+        _Pragma("omp barrier")                                                                                  \
     }
 SL_KERN_DEFINE_UNITS(units_f32, SL_DT_F32)
 SL_KERN_DEFINE_UNITS(units_f16, SL_DT_F16)
