@@ -160,6 +160,12 @@ typedef struct {
     int acceptance_matches_beta;      /* 1 when 0 lies in that difference's CI (+-1e-6) */
     sl_run_estimate tokens_per_iteration;    /* emitted / iterations */
     sl_run_estimate expected_tokens;  /* E[N] at alpha_hat (Equation 1) */
+    double iid_g, iid_df, iid_p;      /* is alpha the same at every draft position, as E[N] at alpha_hat
+                                       * assumes? The G-test of homogeneity of the 2 x gamma table of
+                                       * accepted and rejected drafts by position (sl_stats_homogeneity:
+                                       * small cells pooled), its df and chi-square p-value; NaN at gamma 1.
+                                       * Small p: acceptance depends on the position, or differs between
+                                       * prompts (which also makes later positions look likelier) */
     double c;                         /* measured draft step / target step; NaN without costs */
     double v_gamma_plus_1;            /* measured v(gamma + 1); NaN without costs */
     sl_run_estimate speedup;          /* autoregressive / speculative time per token */

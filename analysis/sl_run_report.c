@@ -15,6 +15,7 @@
 
 #include "sl_common.h"
 #include "sl_log.h"
+#include "sl_spec.h"
 #include "sl_stats.h"
 
 /* Sums over one prompt's decodes (or over many prompts). */
@@ -98,7 +99,7 @@ static const seq_role *role_of(const seq_role *roles, size_t ns, int64_t seq, co
  * baseline otherwise; in a single-gamma log every speculative sequence is at gamma. *pa (calloc'd)
  * has *np slots. */
 static int read_prompts(sl_log_reader *r, const char *path, const int *gl, size_t n_g, int gamma, prompt_acc **pa_out,
-                        size_t *np_out)
+                        size_t *np_out, uint64_t *acc_at, uint64_t *rej_at)
 {
     sl_log_seq *seqs = NULL;
     const size_t ns = sl_log_n_sequences(r), M = n_g + 1;
@@ -179,6 +180,8 @@ static int read_prompts(sl_log_reader *r, const char *path, const int *gl, size_
             prompt_acc *p = &pa[sr->slot];
             p->acc += b.accepted[i];
             p->tested += b.accepted[i] + (b.accepted[i] < b.gamma[i]); /* the first rejection was tested too */
+            for (int j = 0; j < b.accepted[i] && j < gamma; j++) acc_at[j]++; /* draft positions j + 1 */
+            if (b.accepted[i] < b.gamma[i] && b.accepted[i] < gamma) rej_at[b.accepted[i]]++;
             p->drafted += b.drafted[i];
             p->iters += 1;
             p->emitted += b.emitted[i];
@@ -324,7 +327,8 @@ static int report_of(sl_log_reader *r, const char *log_path, const sl_run_report
     sl_run_costs costs;
     int have_vc = 0;
     memset(&costs, 0, sizeof costs);
-    int rc = read_prompts(r, log_path, gl, n_g, gamma, &pa, &np);
+    uint64_t acc_at[SL_SPEC_GAMMA_MAX] = {0}, rej_at[SL_SPEC_GAMMA_MAX] = {0}; /* per draft position */
+    int rc = read_prompts(r, log_path, gl, n_g, gamma, &pa, &np, acc_at, rej_at);
     if (!rc) rc = read_costs(r, &costs, &have_vc);
     const sl_theory_vcost *vc = have_vc ? &costs.v : NULL;
     const double c = have_vc ? costs.c : NAN;
@@ -332,6 +336,9 @@ static int report_of(sl_log_reader *r, const char *log_path, const sl_run_report
     double lo[K_N], hi[K_N];
     if (!rc) rc = point_of(pa, NULL, np, gamma, c, vc, &pt);
     if (!rc) rc = bootstrap(pa, np, gamma, c, vc, cfg, lo, hi);
+    sl_gof iid;
+    memset(&iid, 0, sizeof iid);
+    if (!rc && gamma >= 2) rc = sl_stats_homogeneity(acc_at, rej_at, (size_t)gamma, SL_GOF_G, &iid);
     if (!rc && !(res->prompt_sums = malloc((np ? np : 1) * sizeof *res->prompt_sums)))
         rc = sl_fail(SL_EFAIL, "out of memory");
     if (rc) {
@@ -375,6 +382,11 @@ static int report_of(sl_log_reader *r, const char *log_path, const sl_run_report
     res->alpha_minus_beta_tested = est(pt.alpha_hat - pt.beta_tested, lo[K_DIFF], hi[K_DIFF]);
     res->acceptance_matches_beta = lo[K_DIFF] <= tol && -tol <= hi[K_DIFF];
     res->tokens_per_iteration = est(pt.tokens_per_iter, lo[K_TPI], hi[K_TPI]);
+    /* One alpha at every draft position (what E[N] at alpha_hat assumes): accepted and rejected
+     * counts by position as a 2 x gamma table, its homogeneity G-test (sl_stats_homogeneity, cells
+     * with small expected counts pooled). */
+    res->iid_g = res->iid_df = res->iid_p = NAN;
+    if (gamma >= 2) res->iid_g = iid.stat, res->iid_df = iid.df, res->iid_p = iid.p_value;
     res->expected_tokens = est(pt.expected, lo[K_EXP], hi[K_EXP]);
     res->c = c;
     res->v_gamma_plus_1 = NAN;
@@ -566,6 +578,13 @@ static sl_table *run_table(const sl_run_report *r)
     metric(t, "alpha_minus_beta_tested", r->alpha_minus_beta_tested, note);
     metric(t, "tokens_per_iteration", r->tokens_per_iteration, "observed emitted / iterations");
     metric(t, "expected_tokens", r->expected_tokens, "E[N] = (1 - a^(g+1))/(1 - a) at alpha_hat");
+    snprintf(note, sizeof note, "G-test of one alpha at every draft position (%.0f df): %s", r->iid_df,
+             isnan(r->iid_p) ? "gamma 1, nothing to test"
+             : r->iid_p < 0.001 ? "rejected: acceptance depends on the position (or the prompt), E[N] at alpha_hat is biased"
+                                : "not rejected at 0.001");
+    metric(t, "iid_g", plain(r->iid_g), note);
+    metric(t, "iid_df", plain(r->iid_df), "its degrees of freedom: positions (after pooling small cells) - 1");
+    metric(t, "iid_p", plain(r->iid_p), "its p-value (chi-square tail)");
     metric(t, "c", plain(r->c), "measured: draft step / target step (medians)");
     metric(t, "v_gamma_plus_1", plain(r->v_gamma_plus_1), "measured: target call on gamma+1 tokens / single-token call");
     metric(t, "speedup", r->speedup, "measured: autoregressive / speculative time per token (CI over prompts)");
@@ -639,7 +658,8 @@ static sl_table *sweep_table(const sl_run_sweep *s)
                                       EST_COLS("tokens_per_iteration"), EST_COLS("speedup"),
                                       EST_COLS("cost_per_iteration"), SL_COL_D("c_in_run", "%.5g"),
                                       SL_COL_D("v_in_run", "%.5g"), SL_COL_D("overhead_in_run", "%.5g"),
-                                      SL_COL_D("predicted_general", "%.5g"), SL_COL_I("best")};
+                                      SL_COL_D("predicted_general", "%.5g"), SL_COL_D("iid_g", "%.5g"),
+                                      SL_COL_D("iid_df", "%.0f"), SL_COL_D("iid_p", "%.3g"), SL_COL_I("best")};
 #undef EST_COLS
     sl_table *t = SL_TABLE_NEW("sweep", cols);
     for (size_t i = 0; i < s->n; i++) {
@@ -656,6 +676,9 @@ static sl_table *sweep_table(const sl_run_sweep *s)
         sl_table_setd(t, "v_in_run", r->v_in_run);
         sl_table_setd(t, "overhead_in_run", r->overhead_in_run);
         sl_table_setd(t, "predicted_general", r->predicted_general.value);
+        sl_table_setd(t, "iid_g", r->iid_g);
+        sl_table_setd(t, "iid_df", r->iid_df);
+        sl_table_setd(t, "iid_p", r->iid_p);
         sl_table_seti(t, "best", r->gamma == s->best_gamma);
     }
     return t;

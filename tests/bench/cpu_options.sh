@@ -32,7 +32,7 @@ head -n "${PROMPTS:-16}" data/prompts/prose.txt > "$T/p.txt"
 N=${TOKENS:-96}
 case " ${DTYPES:-f16} " in *" f32 "*)
   "$S" model convert $F/target.safetensors "$T/target-f32.safetensors" --dtype f32 > /dev/null || exit 1 ;; esac
-echo "draft,temperature,target_dtype,threads,best_gamma,alpha,tokens_per_iteration,speedup,speedup_ci_lo,speedup_ci_hi,c,v,predicted,ar_ms_per_token,spec_ms_per_token" > "$OUT"
+echo "draft,temperature,target_dtype,threads,best_gamma,alpha,tokens_per_iteration,speedup,speedup_ci_lo,speedup_ci_hi,c,v,predicted,ar_ms_per_token,spec_ms_per_token,expected_tokens,iid_p" > "$OUT"
 for th in ${THREADS:-1 2}; do
 for dt in ${DTYPES:-f16}; do
   tgt=$F/target.safetensors; [ "$dt" = f32 ] && tgt=$T/target-f32.safetensors
@@ -59,8 +59,11 @@ ar = mode == 1
 spec = np.array([m == 0 and g_of_seq.get(int(q)) == b["gamma"] for m, q in zip(mode, seq)])
 ar_ms = wall[ar].sum() / gen[ar].sum() * 1e3
 sp_ms = wall[spec].sum() / gen[spec].sum() * 1e3
-print("%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f" % (sys.argv[3], b["gamma"], b["alpha_hat"], b["tokens_per_iteration"],
-      b["speedup"], b["speedup_ci_lo"], b["speedup_ci_hi"], b["c_in_run"], b["v_in_run"], b["predicted_general"], ar_ms, sp_ms))
+a, g = b["alpha_hat"], b["gamma"]
+en = (1 - a ** (g + 1)) / (1 - a) if a < 1 else g + 1.0  # E[N] at alpha-hat (i.i.d.), what "predicted" takes
+print("%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.3g" % (sys.argv[3], b["gamma"], b["alpha_hat"], b["tokens_per_iteration"],
+      b["speedup"], b["speedup_ci_lo"], b["speedup_ci_hi"], b["c_in_run"], b["v_in_run"], b["predicted_general"], ar_ms, sp_ms,
+      en, b["iid_p"] if b["iid_p"] is not None else float("nan")))
 PY
       tail -1 "$OUT"
     done
@@ -94,6 +97,13 @@ for th in sorted({r["threads"] for r in rows}, key=int):
     print(f"{th} thread(s): fastest autoregressive dtype {fast_dt}; best option on it: {b['draft']} T={b['temperature']} "
           f"gamma {b['best_gamma']}: {sp:.3f}x [{float(b['speedup_ci_lo']):.3f}, {float(b['speedup_ci_hi']):.3f}], "
           f"prediction {pr:.3f}x ({err:.1f}% off)")
+    # Where the error comes from: E[N] at alpha-hat (i.i.d.) against the tokens per iteration
+    # observed, and the costs: the observed tokens per iteration over the in-run costs (c, v)
+    # against the measured speedup; with the G-test of one alpha at every draft position.
+    tpi, en, c, v, g = (float(b[k]) for k in ("tokens_per_iteration", "expected_tokens", "c", "v", "best_gamma"))
+    print(f"  E[N] at alpha-hat {en:.3f} against {tpi:.3f} tokens per iteration observed ({100 * (en / tpi - 1):+.1f}%); "
+          f"G-test of one alpha at every position: p = {float(b['iid_p']):.3g}; observed tokens per iteration over "
+          f"the in-run costs: {tpi / (g * c + v):.3f}x ({100 * (tpi / (g * c + v) / sp - 1):+.1f}% from the measured speedup)")
     print(f"TARGET cpu_options.best_speedup.t{th} value={sp:.4f} target=>=1.5 unit=x {'MET' if sp >= 1.5 else 'MISSED'}")
     print(f"TARGET cpu_options.best_prediction_error.t{th} value={err:.2f} target=<=10 unit=% {'MET' if err <= 10 else 'MISSED'}")
 PY

@@ -9,11 +9,14 @@ draft, 3 code prompts x 32 tokens at temperature 0:
  - the printed sweep table equals a numpy recomputation from /iterations and /sequences:
    tokens_per_iteration = kept / iterations, cost_per_iteration = (speculative wall / iterations) /
    (baseline wall / baseline tokens), speedup, the best gamma and the least-squares cost line;
+ - each gamma's G-test of one alpha at every draft position (iid_g, iid_df, iid_p) equals scipy's
+   chi2_contingency on the accepted/rejected counts by position, pooled as sl_stats.h pools;
  - resuming the sweep with another list is refused (exit 2, one line, nothing on stdout, nothing
    touched), and malformed lists are refused by the flag."""
 import hashlib, json, os, subprocess, sys, tempfile
 import h5py
 import numpy as np
+from scipy.stats import chi2_contingency
 
 S = os.environ.get("SPECLAB", "build/speclab")
 # One decode thread: quick on the shared 2-core machine, and the log must record it.
@@ -26,6 +29,39 @@ def check(ok, what):
     print(("ok   " if ok else "FAIL ") + what)
     if not ok:
         fail = 1
+
+
+def gtest_check(row, a, g):
+    """The G-test of one alpha at every draft position (row: iid_g, iid_df, iid_p of a report at
+    gamma g) against scipy's on the same 2 x g table, counted from the iterations' accepted drafts a
+    (a prefix: positions 1..a accepted, the next one rejected when a < g). Cells whose smaller
+    expected count is below 5 are pooled by the C side (sl_stats.h); scipy's test is taken on the
+    table pooled the same way."""
+    if g < 2:
+        check(row["iid_p"] is None or np.isnan(row["iid_p"]), "gamma 1: no G-test")
+        return
+    acc = np.array([(a > k).sum() for k in range(g)], float)
+    rej = np.array([((a == k) & (a < g)).sum() for k in range(g)], float)
+    keep = acc + rej > 0
+    acc, rej = acc[keep], rej[keep]
+    n, small = acc.sum() + rej.sum(), min(acc.sum(), rej.sum())
+    key = small * (acc + rej) / n
+    order = np.argsort(key, kind="stable")
+    acc, rej, key = acc[order], rej[order], key[order]
+    k = 0  # pool the smallest columns until the pooled one reaches 5 (or nothing is left)
+    while k < len(key) and key[k] < 5:
+        k += 1
+    while 0 < k < len(key) and key[:k].sum() < 5:
+        k += 1
+    cols = ([(acc[:k].sum(), rej[:k].sum())] if k else []) + list(zip(acc[k:], rej[k:]))
+    if len(cols) < 2 or small == 0:
+        check(row["iid_df"] == 0 and row["iid_p"] == 1, f"gamma {g}: nothing to test after pooling: p = 1")
+        return
+    gs, pv, dof, _ = chi2_contingency(np.array(cols).T, correction=False, lambda_="log-likelihood")
+    # 1e-9 relative on G: the same sums in another order; 1e-7 on p (GSL's and scipy's chi-square tails).
+    check(close(row["iid_g"], gs) and row["iid_df"] == dof and close(row["iid_p"], pv, 1e-7),
+          f"gamma {g}: G-test of one alpha by position: G {row['iid_g']:.6g}, df {row['iid_df']:.0f}, p {row['iid_p']:.3g} "
+          f"= scipy's {gs:.6g}, {dof}, {pv:.3g} ({len(cols)} cells)")
 
 
 def close(a, b, rel=1e-9):
@@ -103,6 +139,10 @@ with tempfile.TemporaryDirectory() as d:
         check(close(row["speedup"], sp) and close(row["speedup"], tpi / cpi),
               f"gamma {row['gamma']}: speedup = tokens_per_iteration / cost_per_iteration")
         check(row["cost_per_iteration_ci_lo"] <= cpi <= row["cost_per_iteration_ci_hi"], "cost CI holds the estimate")
+    acc_all = it["accepted"][:]
+    for j, row in enumerate(table):
+        spec = (mode == 0) & (sid % M == j)
+        gtest_check(row, acc_all[np.isin(isq, sid[spec])], row["gamma"])
     best = GAMMAS[int(np.argmax(speed))]
     check([row["best"] for row in table] == [int(g == best) for g in GAMMAS], f"best gamma {best}")
     b, a0 = np.polyfit(GAMMAS, cost, 1)
@@ -128,4 +168,24 @@ with tempfile.TemporaryDirectory() as d:
         r = subprocess.run(base + ["--gamma", bad], capture_output=True, text=True, env=ENV)
         check(r.returncode == 2 and r.stdout == "" and "--gamma" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
               f"--gamma {bad}: exit 2 ({r.stderr.strip()[:120]})")
+# The G-test on a table large enough to test: small random models (as tests/cli/run_models.sh
+# makes them), T = 1, gamma 4, 6 prompts x 120 tokens.
+with tempfile.TemporaryDirectory() as d:
+    cfg = lambda v, l, dm: json.dumps({"vocab_size": v, "n_layer": l, "n_head": 4, "d_model": dm, "d_ff": 4 * dm,
+                                       "max_seq_len": 256})
+    for name, c, seed, extra in (("t.st", cfg(4096, 2, 64), 1, ["--tokenizer-json", "models/tokenizer.json"]),
+                                 ("d.st", cfg(4096, 1, 32), 2, [])):
+        subprocess.run([S, "model", "init", "--arch", "gpt2", "--config", c, "--init-std", "0.2", "--seed", str(seed),
+                        "--out", os.path.join(d, name)] + extra, check=True, capture_output=True)
+    prompts, out = os.path.join(d, "p.txt"), os.path.join(d, "r.h5")
+    with open("data/prompts/prose.txt") as f, open(prompts, "w") as g:
+        g.writelines(f.readlines()[:6])
+    r = subprocess.run([S, "run", "--target", os.path.join(d, "t.st"), "--draft", os.path.join(d, "d.st"), "--prompts",
+                        prompts, "--tokens", "120", "--gamma", "4", "--temperature", "1", "--seed", "3", "--cost-reps",
+                        "1", "--boot", "0", "--out", out, "--format", "json"], capture_output=True, text=True, env=ENV)
+    check(r.returncode == 0, f"random models, gamma 4: run exits 0 ({r.stderr.strip()[:200]})")
+    if r.returncode == 0:
+        rep = {m["metric"]: m["value"] for m in json.loads(r.stdout)["run"]}
+        with h5py.File(out, "r") as f:
+            gtest_check(rep, f["iterations/accepted"][:], 4)
 sys.exit(fail)
