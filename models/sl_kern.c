@@ -114,7 +114,7 @@ float *sl_kern_xt_buffer(size_t floats)
 
 void sl_kern_team_reset(sl_kern_team *t, int threads)
 {
-    t->threads = threads > 1 && threads <= SL_KERN_TEAM_MAX ? threads : 0;
+    t->threads = threads >= SL_KERN_STEAL_FROM && threads <= SL_KERN_TEAM_MAX ? threads : 0;
     for (int i = 0; i < SL_KERN_TEAM_MAX; i++) {
         t->th[i].epoch = 0;
         __atomic_store_n(&t->th[i].word, (uint64_t)0xffff << 48, __ATOMIC_RELAXED); /* no call has that number (below) */

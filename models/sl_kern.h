@@ -44,13 +44,22 @@ void sl_kern_matmul(float *y, const float *x, const void *W, sl_dtype dt, const 
 #define SL_KERN_MAX_MULTI 4
 /* Work sharing with stealing for the matmul calls of one OpenMP team (sl_kern_mm.team): each
  * thread starts on its static share of the call's units, front to back, and a thread done with
- * its own takes units one at a time from the back of the others' (a 64-bit word per thread holds
- * the call's number and the bounds of what is left; threads claim with compare-and-swap). A unit
- * is computed by one thread whichever, with the same operations: the same bits as the static
- * split (tests/test_engine.c). Why: on the 2-core Zen 5 VM, with static halves each thread of a
- * single-token decode spent 12-18% of its samples (perf) waiting at the barrier after a matmul
- * whose halves took unequal times, the slower thread varying call by call. */
+ * its own takes what is left of the others' from their backs (a 64-bit word per thread holds the
+ * call's number and the bounds of what is left; threads claim with compare-and-swap). A unit is
+ * computed by one thread whichever, with the same operations: the same bits as the static split
+ * (tests/test_engine.c). Why: with static shares the threads wait at the barrier after each
+ * matmul for the slowest, which varies call by call (perf on the 2-core Zen 5 VM: 12-18% of each
+ * thread's samples in that wait), and the more threads the longer the slowest takes: on the
+ * accelerator machine's 16-core Xeon, GPT-2-774M f16 decoded in 13.9-16.6 ms with stealing
+ * against 17.5-20.4 at 16 threads. */
 #define SL_KERN_TEAM_MAX 64 /* larger teams share statically */
+/* Smaller teams share statically too: every claim is a locked compare-and-swap, which waits for
+ * the weight loads in flight, and with two threads the wait it saves is smaller. On the 2-core
+ * Zen 5 VM, the shipped target with prompt lookup (`speclab run`, two threads, three alternated
+ * rounds) decoded 8-10% slower with stealing (autoregressive 0.91-0.99 against 0.81-0.89 ms per
+ * token); on the 16-core Xeon, GPT-2-774M f16 was as fast at 2 threads and faster from 4
+ * (tests/bench/results/engine_device_steal_745099a/). */
+#define SL_KERN_STEAL_FROM 4
 typedef struct {
     int threads; /* the team the state is for (0: none: static shares) */
     struct {

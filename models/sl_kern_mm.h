@@ -557,16 +557,9 @@ static inline __attribute__((always_inline)) void call_unit(const sl_kern_mm *mm
     else unit(mm + i, v, x, n, in, dt, quad_max);
 }
 
-/* With mm[0].team (a model's forward pass on a team: sl_kern_team), each thread takes its static
- * share front to back, then what is left of the others' from the back; otherwise static shares
- * (omp for). Ad hoc, 2-core Zen 5 VM, two threads, alternated call by call: the time each thread
- * spent waiting at the barriers of a single-token decode (perf samples in libgomp's spin) went
- * from 12-18% to 3% (GPT-2-124M shape, f16) and to 6% (the shipped target, five tokens); the
- * matmuls of a GPT-2-124M f16 token from 77-78% to 79-80% of a STREAM-like read of as many bytes,
- * the whole decode 5.17 -> 4.91 ms (median of 60), the shipped target's t(1) 1.069 -> 1.021 ms and
- * t(5) 1.700 -> 1.688 ms (median of 300). On the accelerator machine's 16-core Xeon, GPT-2-774M
- * f16 decoded in 13.9-16.6 ms instead of 17.5-20.4 at 16 threads, within the spread at 2-8
- * (tests/bench/results/engine_device_steal_745099a/). */
+/* With mm[0].team (a model's forward pass on a team of at least SL_KERN_STEAL_FROM threads:
+ * sl_kern_team), each thread takes its static share front to back, then what is left of the
+ * others' from the back; otherwise static shares. */
 #define SL_KERN_DEFINE_UNITS(NAME, DT)                                                                          \
     static __attribute__((noinline)) void NAME(const sl_kern_mm *mm, const size_t *first, const float *x,      \
                                                size_t n, size_t in, long units, size_t quad_max, int packed)   \
