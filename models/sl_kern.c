@@ -115,27 +115,27 @@ float *sl_kern_xt_buffer(size_t floats)
 void sl_kern_team_reset(sl_kern_team *t, int threads)
 {
     t->threads = threads >= SL_KERN_STEAL_FROM && threads <= SL_KERN_TEAM_MAX ? threads : 0;
-    for (int i = 0; i < SL_KERN_TEAM_MAX; i++) {
+    for (int i = 0; i < t->threads; i++) { /* claims touch the team's words only */
         t->th[i].epoch = 0;
-        __atomic_store_n(&t->th[i].word, (uint64_t)0xffff << 48, __ATOMIC_RELAXED); /* no call has that number (below) */
+        __atomic_store_n(&t->th[i].word, (uint64_t)0xffff << 48, __ATOMIC_RELAXED); /* no call has that number */
     }
 }
 
-/* The next units [*a, *b) of thread v's share in call e (0 .. 0xfffe, the callers' count modulo 0xffff): from the front when front (its owner),
- * else from the back (another thread), a quarter of what is left (at least one unit), so that a
- * call takes few compare-and-swaps (each a locked instruction, which waits for the weight loads
- * in flight) and the last ones are single units. 0 when nothing is left. The first thread to
- * touch v's word in call e sets it to v's static share. */
+/* The next units [*a, *b) of thread v's share in call e (0 .. 0xfffe: the callers count calls
+ * modulo 0xffff): from the front when front (its owner), else from the back (another thread), a
+ * quarter of what is left (at least one unit), so that a call takes few compare-and-swaps (each a
+ * locked instruction, which waits for the weight loads in flight) and the last ones are single
+ * units. 0 when nothing is left. The first thread to touch v's word in call e sets it to v's
+ * static share. */
 int sl_kern_team_claim(sl_kern_team *t, int v, unsigned e, long units, int front, long *a, long *b)
 {
     const int T = t->threads;
     const uint64_t M = 0xffffff;
-    const uint64_t num = e; /* the call's number, 0 .. 0xfffe */
     uint64_t *wp = &t->th[v].word, w = __atomic_load_n(wp, __ATOMIC_ACQUIRE);
     for (;;) {
-        if ((w >> 48) != num) {
+        if ((w >> 48) != e) {
             const uint64_t lo0 = (uint64_t)((long)v * units / T), hi0 = (uint64_t)((long)(v + 1) * units / T);
-            const uint64_t init = num << 48 | lo0 << 24 | hi0;
+            const uint64_t init = (uint64_t)e << 48 | lo0 << 24 | hi0;
             if (__atomic_compare_exchange_n(wp, &w, init, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) w = init;
             continue;
         }
