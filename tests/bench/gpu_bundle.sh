@@ -15,8 +15,9 @@ set -eu
 cd "$(dirname "$0")/../.."
 O=build/gpu-h
 S=build/gpu-stage
+command -v nvcc > /dev/null || { echo "gpu_bundle.sh: needs nvcc (CUDA) to build libsl_infer_cuda.so" >&2; exit 2; }
 rm -rf "$S"
-mkdir -p "$S/lib"
+mkdir -p "$S/lib" "$O"
 make -s build/libspeclab.a build/speclab
 CFLAGS="-std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -O2 -march=x86-64-v3 -Isim -Ianalysis -Imodels -Imodels/train
  -Iplots -Inotebooks_export -Idata -Isim/cli -I/usr/include/hdf5/serial -I/usr/include/json-c"

@@ -126,6 +126,7 @@ for s in tests/bench/*.sh; do
     run_all.sh) continue ;;
     mpi_scaling.sh) echo "== $s == skipped: run it by hand with OUT.csv RANKS... (analysis/MPI.md)"; continue ;;
     phase_sweep.sh) echo "== $s == skipped: run it by hand (models/README.md, ~5 min)"; continue ;;
+    gpu_bundle.sh) echo "== $s == skipped: not a benchmark (it packs a trip to the GPU machine: models/GPU_INFERENCE.md)"; continue ;;
   esac
   run "$(basename "$s" .sh)" bash "$s" || status=1
 done
