@@ -381,8 +381,11 @@ static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, c
                     /* One token of f32 weights on AVX2 (two lines per step) leaves the stream to
                      * the hardware prefetcher: on the Zen 3 VM, GPT-2-124M f32 t(1) at two threads
                      * 18.5-23.7 ms without the software prefetch against 20.2-30.1 with it (ad hoc,
-                     * alternated, two of the machine's phases); f16 was faster with it (9.6-10.8
-                     * against 11.1-11.5 ms), and so was the shipped target. AVX-512 keeps it for
+                     * alternated, two of the machine's phases), and at one thread it read at 77-80%
+                     * of a STREAM-like pass without against 71-74% with (another Zen 3 VM,
+                     * tests/bench/results/prefetch_variants_zen3.txt); f16 was faster with it (9.6-10.8
+                     * against 11.1-11.5 ms), and so was the shipped target; 4, 8 or 32 KiB ahead, or
+                     * the NTA or T1 hints, did not beat 16 KiB T0 beyond the runs' spread. AVX-512 keeps it for
                      * every dtype: leaving one token of 16-bit weights to the hardware prefetcher
                      * (433bbb6, reverted) read f16 GPT-2-124M at 74-78% of a STREAM-like pass
                      * instead of 70-72% on the Zen 5 VM in a fast memory phase, the same in a slow

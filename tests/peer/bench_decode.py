@@ -273,13 +273,13 @@ def main(argv):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def one_core_gbs():
-    """One core's STREAM-like read bandwidth now (bench_engine's pass over 1 GiB, one thread, best of 9),
+def stream_gbs(threads):
+    """The STREAM-like read bandwidth now at that many threads (bench_engine's pass over 1 GiB, best of 9),
     or None where bench_engine is not built."""
     exe = os.path.join(os.environ.get("BUILD", "build"), "bench", "bench_engine")
     if not os.access(exe, os.X_OK):
         return None
-    out = subprocess.run([exe], env=dict(os.environ, OMP_NUM_THREADS="1", BENCH_ENGINE_PARTS="stream"),
+    out = subprocess.run([exe], env=dict(os.environ, OMP_NUM_THREADS=str(threads), BENCH_ENGINE_PARTS="stream"),
                          capture_output=True, text=True).stdout
     m = re.search(r"best of \d+\): ([0-9.]+) GB/s", out)
     return float(m.group(1)) if m else None
@@ -299,26 +299,29 @@ def weight_bytes_per_token(path):
 
 
 def roofline(res, m, gbs):
-    """One thread's decodes against one core's STREAM-like pass: a memory-bound decode cannot read its
-    weights much faster than that pass, so a peer already near it leaves no room for 1.1x."""
-    if not gbs:
-        print("one core's STREAM-like bandwidth: not measured (build/bench/bench_engine is built by make bench)")
-        return
-    best = max(gbs)
-    print(f"\none thread against one core's STREAM-like read pass (bench_engine, 1 GiB, best of 9; taken before "
-          f"each round: {', '.join(f'{g:.1f}' for g in gbs)} GB/s, best {best:.1f}):")
-    for (name, threads), v in sorted(res.items()):
-        if threads != 1:
+    """Each thread count's decodes against the STREAM-like pass at that thread count: a memory-bound decode
+    cannot read its weights much faster than that pass, so a peer already near it leaves no room for 1.1x."""
+    for threads in sorted({t for _, t in res}):
+        g = gbs.get(threads, [])
+        if not g:
+            print(f"\nthe STREAM-like bandwidth at {threads} thread(s): not measured (build/bench/bench_engine is built "
+                  f"by make bench)")
             continue
-        dt = "f16" if name.endswith("f16") else "f32"
-        wb = weight_bytes_per_token(m[dt])
-        a, b = statistics.median(v["speclab"]) * wb / 1e9, statistics.median(v["peer"]) * wb / 1e9
-        line = (f"  {name}: {wb / 1e6:.0f} MB of weights per token; speclab reads {a:.1f} GB/s ({100 * a / best:.0f}% of "
-                f"the pass), the peer {b:.1f} GB/s ({100 * b / best:.0f}%)")
-        if b * TARGET_RATIO > best and a <= best:
-            line += (f"; {TARGET_RATIO}x the peer would read {b * TARGET_RATIO:.1f} GB/s, above the pass: out of reach "
-                     f"on one thread in this run")
-        print(line)
+        best = max(g)
+        print(f"\n{threads} thread(s) against the STREAM-like read pass at {threads} thread(s) (bench_engine, 1 GiB, "
+              f"best of 9; taken before each round: {', '.join(f'{x:.1f}' for x in g)} GB/s, best {best:.1f}):")
+        for (name, th), v in sorted(res.items()):
+            if th != threads:
+                continue
+            dt = "f16" if name.endswith("f16") else "f32"
+            wb = weight_bytes_per_token(m[dt])
+            a, b = statistics.median(v["speclab"]) * wb / 1e9, statistics.median(v["peer"]) * wb / 1e9
+            line = (f"  {name}: {wb / 1e6:.0f} MB of weights per token; speclab reads {a:.1f} GB/s ({100 * a / best:.0f}% "
+                    f"of the pass), the peer {b:.1f} GB/s ({100 * b / best:.0f}%)")
+            if b * TARGET_RATIO > best and a <= best:
+                line += (f"; {TARGET_RATIO}x the peer would read {b * TARGET_RATIO:.1f} GB/s, above the pass: out of "
+                         f"reach at {threads} thread(s) in this run")
+            print(line)
 
 
 def loadavg():
@@ -350,13 +353,12 @@ def run(rounds, n, thread_list, shape, tmp, spec, plain):
         pairs += [("llamacpp.f32", "f32", "llama.cpp", m["gguf_f32"]), ("llamacpp.f16", "f16", "llama.cpp", m["gguf_f16"])]
     res = {}
     ids = {}
-    gbs = []
+    gbs = {}
     for rnd in range(rounds):
-        if pairs and 1 in thread_list:
-            g = one_core_gbs()
-            if g:
-                gbs.append(g)
         for threads in thread_list:
+            g = stream_gbs(threads) if pairs else None
+            if g:
+                gbs.setdefault(threads, []).append(g)
             for name, dt, kind, f in pairs:
                 key = (name, threads)
                 ref = []
