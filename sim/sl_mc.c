@@ -503,11 +503,14 @@ typedef struct {
     __m256i s0, s1, s2, s3;
 } mc_xo4;
 
-/* The body of the next-output functions of four or eight xoshiro256** generators side by side
- * (vector type V, intrinsic prefix P, its XOR and 64-bit rotation): each generator's next output,
- * its top 53 bits (sl_xoshiro_next >> 11; the multiplications by 5 and 9 as shifts and adds, exact
- * modulo 2^64). */
+/* The step of four or eight xoshiro256** generators side by side (vector type V, intrinsic prefix P,
+ * its XOR and 64-bit rotation): x is each generator's next 64-bit output (sl_xoshiro_next; the
+ * multiplications by 5 and 9 as shifts and adds, exact modulo 2^64), and the states advance.
+ * MC_XO_NEXT_BODY returns its top 53 bits (>> 11). */
 #define MC_XO_NEXT_BODY(g, V, P, XOR, ROL)                                                                      \
+    MC_XO_STEP(g, V, P, XOR, ROL);                                                                              \
+    return P##_srli_epi64(x, 11)
+#define MC_XO_STEP(g, V, P, XOR, ROL)                                                                           \
     V x = P##_add_epi64(P##_slli_epi64((g)->s1, 2), (g)->s1);                                                 \
     x = ROL(x, 7);                                                                                              \
     x = P##_add_epi64(P##_slli_epi64(x, 3), x);                                                               \
@@ -517,13 +520,19 @@ typedef struct {
     (g)->s1 = XOR((g)->s1, (g)->s2);                                                                            \
     (g)->s0 = XOR((g)->s0, (g)->s3);                                                                            \
     (g)->s2 = XOR((g)->s2, t);                                                                                  \
-    (g)->s3 = ROL((g)->s3, 45);                                                                                 \
-    return P##_srli_epi64(x, 11)
+    (g)->s3 = ROL((g)->s3, 45)
 
 #define MC_ROL4(x, k) _mm256_or_si256(_mm256_slli_epi64((x), (k)), _mm256_srli_epi64((x), 64 - (k)))
 static inline __attribute__((always_inline)) __m256i mc_xo4_next(mc_xo4 *g)
 {
     MC_XO_NEXT_BODY(g, __m256i, _mm256, _mm256_xor_si256, MC_ROL4);
+}
+
+/* The whole 64-bit outputs (sl_xoshiro_next itself). */
+static inline __attribute__((always_inline)) __m256i mc_xo4_next64(mc_xo4 *g)
+{
+    MC_XO_STEP(g, __m256i, _mm256, _mm256_xor_si256, MC_ROL4);
+    return x;
 }
 
 /* Fills out (n) with the top 53 bits of the next n outputs of four xoshiro256** generators side by
@@ -785,32 +794,52 @@ __attribute__((target("avx512f,avx512dq"), noinline)) static void count_group(co
  * comparisons as signed ones (every operand is below 2^63); masks as vectors of all-ones lanes.
  * So each lane makes the decisions of count_group's, and the histogram is the same
  * (tests/test_mc.c runs both builds against the reference path). */
-/* k < 2^53 as a double, exactly. */
-static inline __attribute__((always_inline)) __m256d mc_u53_to_pd(__m256i k)
+/* x = (k 2^-53) V rounded once, as sl_alias_sample_u computes it, for k = r >> 11 (r the generator's
+ * 64-bit output) and cV = V 2^-53: scaling by 2^-53 is exact, so x = fl(k cV). With k = 2 h + b
+ * (h = r >> 12 < 2^52, b = bit 11 of r), h is exact as a double by the 2^52 trick (its bits under
+ * 2^52's exponent, less 2^52), and one fused multiply-add fl(h (2 cV) + b cV) rounds the exact
+ * k cV once: the same double, from 6 operations where converting all 53 bits and two products took 8. */
+static inline __attribute__((always_inline)) __m256d mc_draft_x(__m256i r, double cV)
 {
-    const __m256i lo = _mm256_blend_epi32(k, _mm256_set1_epi64x(0x4330000000000000LL), 0xaa); /* 2^52 + lo */
-    const __m256i hi = _mm256_or_si256(_mm256_srli_epi64(k, 32), _mm256_set1_epi64x(0x4530000000000000LL));
-    const __m256d h = _mm256_sub_pd(_mm256_castsi256_pd(hi), _mm256_set1_pd(0x1.0p84 + 0x1.0p52)); /* hi 2^32 - 2^52 */
-    return _mm256_add_pd(h, _mm256_castsi256_pd(lo));
+    const __m256i hb = _mm256_or_si256(_mm256_srli_epi64(r, 12), _mm256_set1_epi64x(0x4330000000000000LL));
+    const __m256d h = _mm256_sub_pd(_mm256_castsi256_pd(hb), _mm256_set1_pd(0x1.0p52));
+    const __m256d bc = _mm256_blendv_pd(_mm256_setzero_pd(), _mm256_set1_pd(cV), _mm256_castsi256_pd(_mm256_slli_epi64(r, 52)));
+    return _mm256_fmadd_pd(h, _mm256_set1_pd(2 * cV), bc);
 }
 
-/* One position of one half: the draft of every lane and its accept test; returns the lanes that
- * accept (all-ones lanes), whether or not they are still running: the table is read for every lane
- * (col < V always), and every position is computed even once all four lanes have rejected (the
- * loop checks only every fourth position), so no position waits for the previous one's tests. */
-static inline __attribute__((always_inline)) __m256i mc_count_step4(__m256i kd, __m256i ka, const mc_cnt *tab,
-                                                                    const uint64_t *tab8, int V, __m128i psh,
+/* One position of one half, in two parts: mc_count_front4 draws both uniforms, finds every lane's
+ * draft column and reads its table word; mc_count_back4 makes the tests and returns the lanes that
+ * accept (all-ones lanes), whether or not they are still running. The table is read for every lane
+ * (col < V always), and every position is computed even once all four lanes have rejected (the loop
+ * checks only every fourth position), so no position waits for the previous one's tests; and the
+ * loop takes the next position's front before this one's back, so that the table's reads (L2 at
+ * V = 50257) are in flight a position earlier. */
+typedef struct {
+    __m256d frac; /* x - col */
+    __m128i c32;  /* col */
+    __m256i w;    /* tab8[col] */
+    __m256i ka;   /* the accept uniform's k */
+} mc_front4;
+
+static inline __attribute__((always_inline)) mc_front4 mc_count_front4(mc_xo4 *gd, mc_xo4 *ga, const uint64_t *tab8,
+                                                                       int V)
+{
+    mc_front4 f;
+    const __m256d x = mc_draft_x(mc_xo4_next64(gd), (double)V * 0x1.0p-53);
+    f.ka = mc_xo4_next(ga);
+    f.c32 = _mm_min_epi32(_mm256_cvttpd_epi32(x), _mm_set1_epi32(V - 1));
+    f.frac = _mm256_sub_pd(x, _mm256_cvtepi32_pd(f.c32));
+    /* four loads, not vpgatherqq: faster on Zen 3 (and the same words) */
+    f.w = _mm256_set_epi64x((long long)tab8[_mm_extract_epi32(f.c32, 3)], (long long)tab8[_mm_extract_epi32(f.c32, 2)],
+                            (long long)tab8[_mm_extract_epi32(f.c32, 1)], (long long)tab8[_mm_cvtsi128_si32(f.c32)]);
+    return f;
+}
+
+static inline __attribute__((always_inline)) __m256i mc_count_back4(const mc_front4 *f, const mc_cnt *tab, __m128i psh,
                                                                     __m128i tsh)
 {
-    const __m256d x = _mm256_mul_pd(_mm256_mul_pd(mc_u53_to_pd(kd), _mm256_set1_pd(0x1.0p-53)), _mm256_set1_pd((double)V));
-    const __m128i c32 = _mm_min_epi32(_mm256_cvttpd_epi32(x), _mm_set1_epi32(V - 1));
-    const __m256i col = _mm256_cvtepi32_epi64(c32);
-    const __m256d frac = _mm256_sub_pd(x, _mm256_cvtepi32_pd(c32));
-    int32_t ci[4]; /* four loads, not vpgatherqq: faster on Zen 3 (and the same words) */
-    _mm_storeu_si128((__m128i *)(void *)ci, c32);
-    const __m256i w = _mm256_set_epi64x((long long)tab8[ci[3]], (long long)tab8[ci[2]], (long long)tab8[ci[1]],
-                                        (long long)tab8[ci[0]]);
-    const __m256i fhi = _mm256_srl_epi64(_mm256_castpd_si256(frac), psh);
+    const __m256i w = f->w, ka = f->ka;
+    const __m256i fhi = _mm256_srl_epi64(_mm256_castpd_si256(f->frac), psh);
     const __m256i phi = _mm256_and_si256(w, _mm256_set1_epi64x(0xffffffffLL));
     const __m256i keep = _mm256_cmpgt_epi64(phi, fhi); /* fhi < phi: the column's own token */
     const __m256i th = _mm256_blendv_epi8(_mm256_srli_epi64(w, 48),
@@ -818,16 +847,22 @@ static inline __attribute__((always_inline)) __m256i mc_count_step4(__m256i kd, 
     const __m256i khi = _mm256_srl_epi64(ka, tsh);
     const __m256i tie = _mm256_or_si256(_mm256_cmpeq_epi64(fhi, phi), _mm256_cmpeq_epi64(khi, th));
     if (__builtin_expect(!_mm256_testz_si256(tie, tie), 0)) {
-        const __m256i e = _mm256_slli_epi64(col, 2);
+        const __m256i e = _mm256_slli_epi64(_mm256_cvtepi32_epi64(f->c32), 2);
         const __m256d pr = _mm256_i64gather_pd((const double *)(const void *)tab, e, 8);
         const long long *base = (const long long *)(const void *)tab;
         const __m256i tc = _mm256_i64gather_epi64(base + 1, e, 8);
         const __m256i ta = _mm256_i64gather_epi64(base + 2, e, 8);
-        const __m256i lt = _mm256_castpd_si256(_mm256_cmp_pd(frac, pr, _CMP_LT_OQ));
+        const __m256i lt = _mm256_castpd_si256(_mm256_cmp_pd(f->frac, pr, _CMP_LT_OQ));
         const __m256i tf = _mm256_blendv_epi8(ta, tc, lt);
         return _mm256_cmpgt_epi64(tf, ka);
     }
     return _mm256_cmpgt_epi64(th, khi);
+}
+
+int sl_mc_counting_draft_x(const uint64_t r[4], size_t V, double x[4])
+{
+    _mm256_storeu_pd(x, mc_draft_x(_mm256_loadu_si256((const __m256i *)(const void *)r), (double)V * 0x1.0p-53));
+    return 1;
 }
 
 static __attribute__((noinline)) void count_group_avx2(const sl_mc_plan *pl, uint64_t seed, size_t b0, size_t nb,
@@ -864,17 +899,24 @@ static __attribute__((noinline)) void count_group_avx2(const sl_mc_plan *pl, uin
          * accepted (reach[0]: valid iterations); the histogram follows from their differences. */
         __m256i reach[SL_SPEC_GAMMA_MAX + 1];
         for (size_t i = 0; i <= gamma; i++) reach[i] = _mm256_setzero_si256();
+        /* next: the front of the position after the current one, in stream order (drawn one
+         * position ahead; after the last position of the block nothing more is drawn). */
+        mc_front4 next = {0};
+        if (nmax) next = mc_count_front4(&gd, &ga, tab8[0], (int)V);
         for (size_t j = 0; j < nmax; j++) {
             __m256i all = _mm256_cmpgt_epi64(vn, _mm256_set1_epi64x((long long)j)); /* valid, then accepted so far */
             reach[0] = _mm256_add_epi64(reach[0], all);
             for (size_t i = 0; i < gamma; i++) {
-                const __m256i kd = mc_xo4_next(&gd), ka = mc_xo4_next(&ga);
-                all = _mm256_and_si256(all, mc_count_step4(kd, ka, tab[i], tab8[i], (int)V, psh, tsh));
+                const mc_front4 cur = next;
+                if (i + 1 < gamma) next = mc_count_front4(&gd, &ga, tab8[i + 1], (int)V);
+                else if (j + 1 < nmax) next = mc_count_front4(&gd, &ga, tab8[0], (int)V);
+                all = _mm256_and_si256(all, mc_count_back4(&cur, tab[i], psh, tsh));
                 reach[i + 1] = _mm256_add_epi64(reach[i + 1], all);
                 /* Long drafts: every fourth position, stop testing once every lane has rejected
-                 * (only the streams advance). */
+                 * (only the streams advance: next holds position i + 1's uniforms already). */
                 if ((i & 3) == 3 && i + 1 < gamma && _mm256_testz_si256(all, all)) {
-                    for (size_t u = i + 1; u < gamma; u++) (void)mc_xo4_next(&gd), (void)mc_xo4_next(&ga);
+                    for (size_t u = i + 2; u < gamma; u++) (void)mc_xo4_next(&gd), (void)mc_xo4_next(&ga);
+                    if (j + 1 < nmax) next = mc_count_front4(&gd, &ga, tab8[0], (int)V);
                     break;
                 }
             }

@@ -114,6 +114,9 @@ sl_mc_layout sl_mc_plan_layout(const sl_mc_plan *plan);
  * token for token. -1 / NULL when the plan has no fused loop (rules other than exact and lenient). */
 int64_t sl_mc_plan_fused_draw(const sl_mc_plan *plan, int which, size_t row, uint64_t k);
 const sl_alias *sl_mc_plan_alias(const sl_mc_plan *plan, int which, size_t row);
+/* For tests: the AVX2 counting loop's draft points for four generator outputs r (k = r >> 11):
+ * x[l] must be (k 2^-53) V as sl_alias_sample_u computes it, bit for bit. Returns 1. */
+int sl_mc_counting_draft_x(const uint64_t r[4], size_t V, double x[4]);
 const sl_spec_config *sl_mc_plan_config(const sl_mc_plan *plan);
 /* For tests: the counting loop's compact table keeps prob's bits >> pshift and the thresholds
  * >> tshift (defaults 32 and 37); larger shifts make its ties, decided from the full table, common. */

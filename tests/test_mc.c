@@ -240,6 +240,32 @@ Test(mc, fused_integer_draw_equals_alias_sample)
     sl_mc_plan_free(p);
 }
 
+/* The AVX2 counting loop computes the draft point x = (k 2^-53) V from the generator's 64-bit
+ * output with one fused multiply-add (sim/sl_mc.c, mc_draft_x); the reference path multiplies the
+ * uniform k 2^-53 by V. Both round the same real number once, so they must agree bit for bit: on
+ * 2^20 outputs of a generator and the edges of k (0, 1, 2^52 - 1, 2^52, 2^53 - 1, and outputs whose
+ * bit 11, k's lowest, is set), for vocabularies from 2 to 2^31 - 1. */
+Test(mc, counting_draft_point_equals_reference)
+{
+    const size_t Vs[] = {2, 3, 7, 256, 4096, 50257, 1000003, 2147483647};
+    sl_xoshiro g;
+    sl_xoshiro_seed(&g, 5, 0, 0);
+    const uint64_t edges[] = {0, 1ULL << 11, ((1ULL << 52) - 1) << 11, 1ULL << 63, ~0ULL, ~0ULL ^ (1ULL << 11),
+                              (1ULL << 11) | 0x7ff, 0x123456789abcdef0ULL | (1ULL << 11)};
+    for (size_t v = 0; v < sizeof Vs / sizeof Vs[0]; v++)
+        for (size_t n = 0; n < (1u << 18) + 2; n++) {
+            uint64_t r[4];
+            for (int l = 0; l < 4; l++) r[l] = n < 2 ? edges[4 * n + l] : sl_xoshiro_next(&g);
+            double x[4];
+            cr_assert_eq(sl_mc_counting_draft_x(r, Vs[v], x), 1);
+            for (int l = 0; l < 4; l++) {
+                const double want = (double)(r[l] >> 11) * 0x1.0p-53 * (double)Vs[v];
+                cr_assert(!memcmp(&x[l], &want, sizeof want), "V %zu, r %#llx: x %a, reference %a", Vs[v],
+                          (unsigned long long)r[l], x[l], want);
+            }
+        }
+}
+
 /* The fused loop of the exact and lenient rules is the fast twin of sl_spec_draft + sl_spec_verify:
  * byte-identical tokens for the same seed on i.i.d., positional and sliding layouts. */
 Test(mc, fused_loop_equals_reference_sampler)

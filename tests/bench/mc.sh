@@ -5,8 +5,9 @@
 #   alias: alias tables, the algorithm the C loop uses (O(1) per draw): the like-for-like comparison;
 #   cdf:   inverse-CDF lookups with np.searchsorted (what numpy's Generator.choice does, O(log V)).
 # The ratio is printed against each, and the last line says whether the target is met against each.
-# For each V the three programs alternate three times and the best run of each counts, so that load
-# from other processes skews them alike; all three time the process's CPU seconds. numpy runs with
+# For each V the three programs alternate five times and the best run of each counts, so that load
+# from other processes skews them alike (and inside each process the timed loop runs three times, the
+# fastest counting: this VM's speed moves between phases ~25% apart that last seconds); all three time the process's CPU seconds. numpy runs with
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (in this command only): some machines set them and
 # they slow numpy down. Exit status 0 unless a program fails: a missed target is reported, not an
 # error (timings on a shared machine are not a test).
@@ -34,7 +35,7 @@ printf '%8s %14s %14s %14s %14s %9s %9s %9s %9s %9s %9s\n' V c_steps_per_s c_ref
 min_alias= min_cdf=
 for V in 256 4096 50257; do
   best_c=0 best_ref=0 best_a=0 best_d=0 cm= nm= ct=
-  for rep in 1 2 3; do
+  for rep in 1 2 3 4 5; do
     IFS=$'\t' read -r _ _ cst cm ct cref < <("$B" --tsv --vocab "$V" 2000000)
     IFS=$'\t' read -r _ _ ast nm _ < <(NP --tsv --method alias --vocab "$V" 1000000)
     IFS=$'\t' read -r _ _ dst _ _ < <(NP --tsv --method cdf --vocab "$V" 1000000)
