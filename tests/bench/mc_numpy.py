@@ -131,7 +131,6 @@ def run(V, rng):
             tokens += int(n_acc.sum()) + B
             done += B
         run_s = min(run_s, time.process_time() - t1)
-        if os.environ.get("MC_DEBUG"): print(iterations / (time.process_time() - t1), file=sys.stderr)
         first_tokens = tokens if first_tokens is None else first_tokens
     tokens = first_tokens
     beta = np.minimum(p, q).sum()
