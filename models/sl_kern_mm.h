@@ -76,11 +76,22 @@ static inline __attribute__((always_inline)) float hsum8(__m256 v)
  *    121 -> 82 ms; in = 768, n = 3: 91 -> 73 ms; n = 1 unchanged within its noise (~5%). */
 #define SL_KERN_PREFETCH 16384
 
-/* The lines of one row's 32-element block at pf: one for 16-bit weights, two for f32. */
+/* The lines of one row's 32-element block at pf: one for 16-bit weights, two for f32. Into L1
+ * (T0), or into L2 only (T1) for colpass's passes of several sweeps (see there). */
+static inline __attribute__((always_inline)) void prefetch_ahead_hint(const unsigned char *pf, sl_dtype dt, int l2)
+{
+    /* dt and l2 are literals in each instance */
+    if (l2) {
+        _mm_prefetch((const char *)pf, _MM_HINT_T1);
+        if (dt == SL_DT_F32) _mm_prefetch((const char *)pf + 64, _MM_HINT_T1);
+    } else {
+        _mm_prefetch((const char *)pf, _MM_HINT_T0);
+        if (dt == SL_DT_F32) _mm_prefetch((const char *)pf + 64, _MM_HINT_T0);
+    }
+}
 static inline __attribute__((always_inline)) void prefetch_ahead(const unsigned char *pf, sl_dtype dt)
 {
-    _mm_prefetch((const char *)pf, _MM_HINT_T0);
-    if (dt == SL_DT_F32) _mm_prefetch((const char *)pf + 64, _MM_HINT_T0); /* dt a literal in each instance */
+    prefetch_ahead_hint(pf, dt, 0);
 }
 
 /* The part of R consecutive rows one block call works on: elements [k0, k1), multiples of 32 with
@@ -393,7 +404,17 @@ static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, c
                      * one thread's decode took 152-161 ms instead of 126 (72-74% of the pass
                      * against 94-95%) and 16 threads' 20.3-21.8 instead of 18.2-20.5
                      * (tests/bench/results/engine_device_prefetch_433bbb6/). */
-                    if (COL_NV == 2 || T > 1 || dt != SL_DT_F32) prefetch_ahead(wj + b * step + SL_KERN_PREFETCH, dt);
+                    /* With several sweeps (AVX2, four tokens or more) the prefetch goes to L2 only:
+                     * the slot's blocks, kept in L1 from one sweep to the next, and the inputs (up
+                     * to 40 KiB at five tokens over 2048) leave L1 no room for 16 KiB of lines
+                     * ahead. Measured ad hoc on the Zen 3 VM (the shipped target at context 100,
+                     * the two hints alternated call by call in one process, medians of the pairs'
+                     * ratios over 30-40 pairs): t(5) 0.90-1.00x T0's at one thread, 0.92-0.94x
+                     * at two; t(4) 0.94 and 0.96x; t(8) 0.93x at one thread, 1.00x at two;
+                     * GPT-2-124M t(5) 0.96x (f16, two threads; f32, one) and 1.02x (f16, one).
+                     * One sweep (T <= 3) was slower with T1 (t(3) 1.05-1.09x), and T2 or NTA
+                     * slower at five tokens (1.02-1.24x). */
+                    if (COL_NV == 2 || T > 1 || dt != SL_DT_F32) prefetch_ahead_hint(wj + b * step + SL_KERN_PREFETCH, dt, ng > 1);
                     if (NV * TS + NV + 1 <= COL_REGS) { /* the weight vectors held, one broadcast at a time */
                         cvec wv[4];
 #pragma GCC unroll 4
