@@ -251,8 +251,6 @@ static size_t packed_bytes(const sl_st_tensor *t)
     return sl_kern_packed_bytes(t->dtype, (size_t)t->shape[0], (size_t)t->shape[1]);
 }
 
-/* The matrices packs() picks, in the kernel's packed layout, in one allocation (m->packed), each
- * 64-byte aligned. */
 /* The packed weights' buffer (bytes >= 4 MiB): 2 MiB-aligned and asked for in transparent huge
  * pages (madvise; where the kernel's setting is `never`, or the pages are not to be had, it is an
  * ordinary buffer), so that a pass over the weights misses the TLB once per 2 MiB instead of once
@@ -278,6 +276,8 @@ static void *alloc_packed(size_t bytes)
     return p;
 }
 
+/* The matrices packs() picks, in the kernel's packed layout, in one allocation (m->packed), each
+ * 64-byte aligned. */
 static int pack_matrices(sl_model *m, const tspec *specs, size_t n_specs)
 {
     size_t total = 0;
