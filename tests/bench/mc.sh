@@ -9,8 +9,9 @@
 # from other processes skews them alike (and inside each process the timed loop runs three times, the
 # fastest counting: this VM's speed moves between phases ~25% apart that last seconds); all three
 # time the process's CPU seconds. numpy runs with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (in
-# this command only): some machines set them and they slow numpy down. Exit status 0 unless a program fails: a missed target is reported, not an
-# error (timings on a shared machine are not a test).
+# this command only): some machines set them and they slow numpy down. Exit status 0 unless a
+# program fails: a missed target is reported, not an error (timings on a shared machine are not a
+# test).
 # usage: tests/bench/mc.sh [OUT.csv]: also writes the table as CSV (analysis/mc_vs_numpy.csv is the
 # one sim/README.md shows: `tests/bench/mc.sh analysis/mc_vs_numpy.csv` then
 # `python3 analysis/doc_table.py sim/README.md analysis/mc_vs_numpy.csv mc_vs_numpy`).
