@@ -112,9 +112,26 @@ float *sl_kern_xt_buffer(size_t floats)
     return buf;
 }
 
+int sl_kern_steal_from(void)
+{
+    static int from; /* 0 until chosen (a racing first call chooses the same) */
+    int f = __atomic_load_n(&from, __ATOMIC_RELAXED);
+    if (f) return f;
+    const char *e = getenv("SL_STEAL_FROM");
+    char *end;
+    const long v = e ? strtol(e, &end, 10) : 0;
+    if (e && *e && !*end && v >= 2) f = v > SL_KERN_TEAM_MAX ? SL_KERN_TEAM_MAX + 1 : (int)v;
+    else {
+        __builtin_cpu_init();
+        f = __builtin_cpu_is("amd") ? SL_KERN_STEAL_FROM_AMD : SL_KERN_STEAL_FROM_OTHER;
+    }
+    __atomic_store_n(&from, f, __ATOMIC_RELAXED);
+    return f;
+}
+
 void sl_kern_team_reset(sl_kern_team *t, int threads)
 {
-    t->threads = threads >= SL_KERN_STEAL_FROM && threads <= SL_KERN_TEAM_MAX ? threads : 0;
+    t->threads = threads >= sl_kern_steal_from() && threads <= SL_KERN_TEAM_MAX ? threads : 0;
     for (int i = 0; i < t->threads; i++) { /* claims touch the team's words only */
         t->th[i].epoch = 0;
         __atomic_store_n(&t->th[i].word, (uint64_t)0xffff << 48, __ATOMIC_RELAXED); /* no call has that number */

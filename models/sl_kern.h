@@ -53,13 +53,22 @@ void sl_kern_matmul(float *y, const float *x, const void *W, sl_dtype dt, const 
  * accelerator machine's 16-core Xeon, GPT-2-774M f16 decoded in 13.9-16.6 ms with stealing
  * against 17.5-20.4 at 16 threads. */
 #define SL_KERN_TEAM_MAX 64 /* larger teams share statically */
-/* Smaller teams share statically too: every claim is a locked compare-and-swap, which waits for
- * the weight loads in flight, and with two threads the wait it saves is smaller. On the 2-core
- * Zen 5 VM, the shipped target with prompt lookup (`speclab run`, two threads, three alternated
- * rounds) decoded 8-10% slower with stealing (autoregressive 0.91-0.99 against 0.81-0.89 ms per
- * token); on the 16-core Xeon, GPT-2-774M f16 was as fast at 2 threads and faster from 4
- * (tests/bench/results/engine_device_steal_745099a/). */
-#define SL_KERN_STEAL_FROM 4
+/* Smaller teams share statically on AMD CPUs: every claim is a locked compare-and-swap, which
+ * waits for the weight loads in flight, and with two threads the wait it saves is smaller. On the
+ * 2-core Zen 5 VM, the shipped target with prompt lookup (`speclab run`, two threads, three
+ * alternated rounds) decoded 8-10% slower with stealing (autoregressive 0.91-0.99 against
+ * 0.81-0.89 ms per token; tests/bench/results/steal_two_threads_zen5.txt); on the 16-core Xeon,
+ * GPT-2-774M f16 was as fast at 2 threads and faster from 4
+ * (tests/bench/results/engine_device_steal_745099a/). On Intel CPUs teams steal from two threads:
+ * on a 2-vCPU Emerald Rapids VM, whose 27% of a two-thread t(5) of the shipped target was spent
+ * waiting at the matmuls' barriers (perf), stealing took the shipped target's t(1), t(3), t(5) and
+ * t(8) to 0.88-0.98x and GPT-2-124M f16's t(1) and t(5) to 0.95x of static shares (medians of pair
+ * ratios, alternated call by call in one process; tests/bench/results/steal_two_threads_emr/). */
+#define SL_KERN_STEAL_FROM_AMD 4
+#define SL_KERN_STEAL_FROM_OTHER 2
+/* The least team that steals on this CPU: SL_KERN_STEAL_FROM_AMD on AMD, SL_KERN_STEAL_FROM_OTHER on
+ * other CPUs, or $SL_STEAL_FROM (a whole number >= 2; larger than SL_KERN_TEAM_MAX: never). */
+int sl_kern_steal_from(void);
 typedef struct {
     int threads; /* the team the state is for (0: none: static shares) */
     struct {
@@ -68,7 +77,8 @@ typedef struct {
         char pad[52];
     } th[SL_KERN_TEAM_MAX];
 } sl_kern_team;
-/* Readies t for a team of `threads` (from one thread, while no matmul of the team runs). */
+/* Readies t for a team of `threads` (from one thread, while no matmul of the team runs): a team of
+ * fewer than sl_kern_steal_from() threads shares statically (t->threads = 0). */
 void sl_kern_team_reset(sl_kern_team *t, int threads);
 
 typedef struct {

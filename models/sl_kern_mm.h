@@ -581,7 +581,7 @@ static inline __attribute__((always_inline)) void call_unit(const sl_kern_mm *mm
     else unit(mm + i, v, x, n, in, dt, quad_max);
 }
 
-/* With mm[0].team (a model's forward pass on a team of at least SL_KERN_STEAL_FROM threads:
+/* With mm[0].team (a model's forward pass on a team of at least sl_kern_steal_from() threads:
  * sl_kern_team), each thread takes its static share front to back, then what is left of the
  * others' from the back; otherwise static shares. */
 #define SL_KERN_DEFINE_UNITS(NAME, DT)                                                                          \

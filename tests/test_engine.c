@@ -209,8 +209,9 @@ Test(engine, kernel_is_bitwise_independent_of_threads_and_block_size)
 }
 
 /* Work sharing with stealing (sl_kern_team): whichever thread computes a unit, and however many
- * units each one takes, every output has the bits of the one-thread call (teams of 4 to 6: smaller
- * ones share statically, SL_KERN_STEAL_FROM). One call mixes a packed
+ * units each one takes, every output has the bits of the one-thread call (teams of
+ * sl_kern_steal_from() threads to two more: 2 to 4 on Intel, 4 to 6 on AMD; smaller ones share
+ * statically). One call mixes a packed
  * and a row-major matrix (units of 32 and 4 rows); in each round one thread of the team starts
  * 20 ms late, so that the others finish their shares and take most of its units from the back;
  * the rounds reuse the state call after call (its call numbers) and across a reset to another
@@ -232,7 +233,7 @@ Test(engine, kernel_stealing_gives_the_bits_of_one_thread)
                             {ref + nt * out1, w16, SL_DT_F16, NULL, out2, 0, 0, NULL}};
         omp_set_num_threads(1);
         sl_kern_matmul_multi(mm, 2, x, nt, in);
-        for (int T = SL_KERN_STEAL_FROM; T <= SL_KERN_STEAL_FROM + 2; T++) {
+        for (int T = sl_kern_steal_from(); T <= sl_kern_steal_from() + 2; T++) {
             omp_set_num_threads(T);
             int rounds = 0;
 #pragma omp parallel
@@ -258,8 +259,8 @@ Test(engine, kernel_stealing_gives_the_bits_of_one_thread)
             cr_assert_eq(rounds, 2 * T);
             cr_assert_eq(team.threads, T);
         }
-        sl_kern_team_reset(&team, SL_KERN_STEAL_FROM - 1);
-        cr_assert_eq(team.threads, 0, "a team below SL_KERN_STEAL_FROM shares statically");
+        sl_kern_team_reset(&team, sl_kern_steal_from() - 1);
+        cr_assert_eq(team.threads, 0, "a team below sl_kern_steal_from() shares statically");
     }
     omp_set_num_threads(2);
     free(x), free(w32), free(w16), free(wp), free(ref), free(y);

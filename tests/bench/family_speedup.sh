@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # family_speedup.sh: speculative vs autoregressive decoding on the shipped family (target 27.4 M,
-# f16, 55 MB: larger than this machine's L3) with its distilled draft, prose prompts, T = 1, γ = 4,
-# per thread setting: `speclab run` decodes every prompt both ways in one process, so each speedup
-# is a side-by-side ratio (bootstrap CI over prompts). The last line compares settings: the best
-# speculative against the best autoregressive time per token of this invocation (settings run one
-# after another, so it carries the machine's drift between them).
+# f16, 55 MB: larger than the L3 of most 2-core VMs, not of an Emerald Rapids VM's 260 MiB) with its
+# distilled draft, prose prompts, T = 1, γ = 4, per thread setting: `speclab run` decodes every
+# prompt both ways in one process, so each speedup is a side-by-side ratio (bootstrap CI over
+# prompts). The last line compares settings: the best speculative against the best autoregressive
+# time per token of this invocation (settings run one after another, so it carries the machine's
+# drift between them).
 # Target: a speedup above 1 (CI) on one thread, where verification of 5 tokens is cheapest relative
 # to a step; reported, not enforced (the machine is shared). "v=1 bound": the most any gamma could
 # give with the run's alpha-hat and c if verification cost one step (i.i.d. acceptances), so a
