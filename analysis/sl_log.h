@@ -222,6 +222,12 @@ int sl_log_read_dists(sl_log_reader *r, size_t first, size_t n, float *p, float 
 int sl_log_dist_direct(const sl_log_reader *r);
 int sl_log_dist_prepare(sl_log_reader *r, int nt);
 int sl_log_dist_chunk(sl_log_reader *r, size_t k, int tid, const float **p, const float **q, size_t *rows);
+/* The same without the check that each row sums to 1 (sl_log_check_row_sums), for a caller that
+ * checks each row itself right before using it, while the row is in L1: sl_log_dist_row_ok(r, p, q)
+ * is 1 when rows p and q (V floats each) both sum to 1 within the log's tolerance; if any row is
+ * not, sl_log_dist_chunk on the same chunk gives the error. */
+int sl_log_dist_chunk_unchecked(sl_log_reader *r, size_t k, int tid, const float **p, const float **q, size_t *rows);
+int sl_log_dist_row_ok(const sl_log_reader *r, const float *p, const float *q);
 
 /* One row (random access, e.g. for a Monte Carlo row source), as doubles. Caches one chunk. */
 int sl_log_read_row(sl_log_reader *r, size_t row, double *p, double *q);

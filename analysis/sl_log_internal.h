@@ -95,9 +95,20 @@ struct sl_log_reader {
     float *cache_p, *cache_q; /* (dist_chunk, V) */
 };
 
+/* A table of distribution chunks as sl_log_locate_chunks finds it: n chunks, each array (n, 2), p
+ * then q. */
+typedef struct {
+    size_t n;
+    uint64_t *addr, *size;
+    uint32_t *mask;
+} sl_log_chunk_table;
+
 /* Called by sl_log_open, defined in sl_log_dist.c: locates every distribution chunk and keeps the file
- * open for pread, or leaves direct access off. */
-void sl_log_locate_chunks(sl_log_reader *r);
+ * open for pread, or leaves direct access off. known (or NULL): the table that sl_log_open's probe
+ * child found in the same file; if it has the expected number of chunks and every entry lies inside
+ * the file, it is taken (its arrays then belong to r) instead of asking libhdf5 again; otherwise it
+ * is freed and the chunks are located anew. */
+void sl_log_locate_chunks(sl_log_reader *r, sl_log_chunk_table *known);
 
 /* Every stored pmf row must sum to 1 within sl_log_row_sum_tol (float16 and float32 rounding
  * bounds, sl_log_read.c says how): sl_log_check_row_sums fails naming the first row that does not.

@@ -232,6 +232,55 @@ Test(log, direct_chunks_equal_naive)
     rm_tmp();
 }
 
+/* sl_log_open takes the distribution chunks' table from its probe child (sl_log_read.c) instead of
+ * asking libhdf5 again: the table it took equals the one sl_log_locate_chunks finds in the file; and
+ * a table that does not fit the file (another chunk count, an address past the end) is not taken:
+ * the chunks are located anew, or direct access stays off. */
+Test(log, probe_chunk_table_equals_libhdf5s)
+{
+    mk_tmp();
+    char path[2][512];
+    size_t len[3] = {300, 211, 500};
+    snprintf(path[0], 512, "%s/t32.h5", tmpdir);
+    snprintf(path[1], 512, "%s/t16.h5", tmpdir);
+    write_log(path[0], SL_LOG_DIST_F32, 1000, 3, len, 1);
+    write_log(path[1], SL_LOG_DIST_F16, 1000, 3, len, 1);
+    for (int f = 0; f < 2; f++) {
+        sl_log_reader *r;
+        cr_assert_eq(sl_log_open(&r, path[f]), SL_OK);
+        cr_assert(sl_log_dist_direct(r) && r->n_chunks > 1);
+        const size_t n = r->n_chunks;
+        uint64_t *a = r->caddr, *z = r->csize;
+        uint32_t *m = r->cmask;
+        close(r->fd);
+        r->fd = -1, r->caddr = r->csize = NULL, r->cmask = NULL, r->n_chunks = 0;
+        sl_log_locate_chunks(r, NULL); /* libhdf5's answer */
+        cr_assert(sl_log_dist_direct(r));
+        cr_assert_eq(r->n_chunks, n);
+        cr_assert(!memcmp(r->caddr, a, 2 * n * 8) && !memcmp(r->csize, z, 2 * n * 8) && !memcmp(r->cmask, m, 2 * n * 4),
+                  "%s: the probe's chunk table differs from libhdf5's", path[f]);
+        const uint64_t a0 = a[0];
+        for (int bad = 0; bad < 2; bad++) {
+            close(r->fd), free(r->caddr), free(r->csize), free(r->cmask);
+            r->fd = -1, r->caddr = r->csize = NULL, r->cmask = NULL, r->n_chunks = 0;
+            sl_log_chunk_table t = {bad ? n : n - 1, malloc(2 * n * 8), malloc(2 * n * 8), malloc(2 * n * 4)};
+            memcpy(t.addr, a, 2 * n * 8), memcpy(t.size, z, 2 * n * 8), memcpy(t.mask, m, 2 * n * 4);
+            if (bad) t.addr[1] = (uint64_t)1 << 50; /* past the end of the file */
+            sl_log_locate_chunks(r, &t);
+            cr_assert(t.addr == NULL && t.n == 0, "the table is consumed");
+            if (bad) {
+                cr_assert(!sl_log_dist_direct(r), "an address past the end of the file is not taken");
+            } else {
+                cr_assert(sl_log_dist_direct(r) && r->n_chunks == n && r->caddr[0] == a0,
+                          "a table of another chunk count is located anew");
+            }
+        }
+        free(a), free(z), free(m);
+        sl_log_close(r);
+    }
+    rm_tmp();
+}
+
 /* A log cut short while it is open (another process truncating it to a third): direct access reads
  * chunks with pread, so a chunk past the new end is a one-line error naming the file, not a SIGBUS,
  * and closing works. float32 (raw chunks) and float16 (deflated). */
