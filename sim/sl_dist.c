@@ -2,6 +2,7 @@
 #include "sl_dist.h"
 
 #include <float.h>
+#include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,22 +23,90 @@ int sl_dist_check(const double *p, size_t V, double tol, const char *name)
     return SL_OK;
 }
 
+/* e^x for x <= 0, four at a time (AVX2), within 2 ulp of the correctly rounded value
+ * (tests/test_dist.c checks it against libm's exp over [-745, 0]): x = n ln 2 + r with n the
+ * nearest integer to x / ln 2 and r = x - n ln2_hi - n ln2_lo (|r| <= 0.347; ln2_hi has 11
+ * trailing zero bits, so n ln2_hi is exact for |n| <= 1075), e^r by its Taylor polynomial to
+ * r^13 / 13! (truncation < 4e-18) in Horner form, then scaled by 2^(n/2) and 2^(n - n/2) (two
+ * normal powers, so that results down to the subnormals come out right). x < -745.2 (e^x below
+ * half the least subnormal) and -inf give 0. glibc's scalar exp took 30.7 of the 45.6 us that
+ * sl_dist_standardise_f32 spent on a row of V = 4096 (2-vCPU Emerald Rapids VM), a third of a
+ * 2-layer draft model's step. */
+static inline __m256d exp_nonpos4(__m256d x)
+{
+    const __m256d magic = _mm256_set1_pd(0x1.8p52), inv_ln2 = _mm256_set1_pd(0x1.71547652b82fep0);
+    const __m256d ln2_hi = _mm256_set1_pd(0x1.62e42fee00000p-1), ln2_lo = _mm256_set1_pd(0x1.a39ef35793c76p-33);
+    const __m256d t = _mm256_fmadd_pd(x, inv_ln2, magic); /* n in the low bits of t's significand */
+    const __m256d n = _mm256_sub_pd(t, magic);
+    const __m256d r = _mm256_fnmadd_pd(n, ln2_lo, _mm256_fnmadd_pd(n, ln2_hi, x));
+    static const double c[14] = {0x1p0, 0x1p0, 0x1p-1, 0x1.5555555555555p-3, 0x1.5555555555555p-5,
+                                 0x1.1111111111111p-7, 0x1.6c16c16c16c17p-10, 0x1.a01a01a01a01ap-13,
+                                 0x1.a01a01a01a01ap-16, 0x1.71de3a556c734p-19, 0x1.27e4fb7789f5cp-22,
+                                 0x1.ae64567f544e4p-26, 0x1.1eed8eff8d898p-29, 0x1.6124613a86d09p-33};
+    __m256d y = _mm256_set1_pd(c[13]);
+#pragma GCC unroll 13
+    for (int k = 12; k >= 0; k--) y = _mm256_fmadd_pd(y, r, _mm256_set1_pd(c[k]));
+    const __m256i ni = _mm256_sub_epi64(_mm256_castpd_si256(t), _mm256_castpd_si256(magic)); /* n, exactly */
+    /* n / 2 rounded toward -inf, with n in [-1075, 1]: an arithmetic shift of the 64-bit integer,
+     * done as (n + 2048) >> 1 - 1024 on non-negative values (AVX2 has no 64-bit arithmetic shift). */
+    const __m256i off = _mm256_set1_epi64x(2048);
+    const __m256i h1 = _mm256_sub_epi64(_mm256_srli_epi64(_mm256_add_epi64(ni, off), 1), _mm256_set1_epi64x(1024));
+    const __m256i h2 = _mm256_sub_epi64(ni, h1);
+    const __m256i bias = _mm256_set1_epi64x(1023);
+    const __m256d s1 = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(h1, bias), 52));
+    const __m256d s2 = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(h2, bias), 52));
+    const __m256d e = _mm256_mul_pd(_mm256_mul_pd(y, s1), s2);
+    return _mm256_and_pd(e, _mm256_cmp_pd(x, _mm256_set1_pd(-745.2), _CMP_GE_OQ));
+}
+
+double sl_dist_exp_nonpos(double x)
+{
+    double out[4];
+    _mm256_storeu_pd(out, exp_nonpos4(_mm256_set1_pd(x)));
+    return out[0];
+}
+
 int sl_dist_softmax(const double *logits, size_t V, double *p)
 {
-    double mx = -INFINITY;
-    for (size_t i = 0; i < V; i++) {
-        if (isnan(logits[i]) || logits[i] == INFINITY)
-            return sl_fail(SL_EINPUT, "logit[%zu] = %g is NaN or +inf", i, logits[i]);
+    /* The maximum and a flag for NaN or +inf, four lanes at a time; the message from a scalar pass. */
+    __m256d mx4 = _mm256_set1_pd(-INFINITY), bad4 = _mm256_setzero_pd();
+    const __m256d pinf = _mm256_set1_pd(INFINITY);
+    size_t i = 0;
+    for (; i + 4 <= V; i += 4) {
+        const __m256d v = _mm256_loadu_pd(logits + i);
+        bad4 = _mm256_or_pd(bad4, _mm256_or_pd(_mm256_cmp_pd(v, v, _CMP_UNORD_Q), _mm256_cmp_pd(v, pinf, _CMP_EQ_OQ)));
+        mx4 = _mm256_max_pd(mx4, v);
+    }
+    double m4[4];
+    _mm256_storeu_pd(m4, mx4);
+    double mx = m4[0] > m4[1] ? m4[0] : m4[1];
+    mx = mx > m4[2] ? mx : m4[2];
+    mx = mx > m4[3] ? mx : m4[3];
+    int bad = _mm256_movemask_pd(bad4) != 0;
+    for (; i < V; i++) {
+        bad |= isnan(logits[i]) || logits[i] == INFINITY;
         if (logits[i] > mx) mx = logits[i];
     }
+    if (bad)
+        for (size_t j = 0; j < V; j++)
+            if (isnan(logits[j]) || logits[j] == INFINITY)
+                return sl_fail(SL_EINPUT, "logit[%zu] = %g is NaN or +inf", j, logits[j]);
     if (mx == -INFINITY) return sl_fail(SL_EINPUT, "every logit is -inf: no token is possible");
-    double sum = 0;
-    for (size_t i = 0; i < V; i++) {
-        p[i] = exp(logits[i] - mx);
-        sum += p[i];
+    /* e^(z - max) into p and its sum over four lanes (element i into lane i % 4, then
+     * ((l0 + l1) + (l2 + l3)) + the tail in order): a fixed order, the same bits on every run. */
+    const __m256d m = _mm256_set1_pd(mx);
+    __m256d s4 = _mm256_setzero_pd();
+    for (i = 0; i + 4 <= V; i += 4) {
+        const __m256d e = exp_nonpos4(_mm256_sub_pd(_mm256_loadu_pd(logits + i), m));
+        _mm256_storeu_pd(p + i, e);
+        s4 = _mm256_add_pd(s4, e);
     }
-    double inv = 1.0 / sum;
-    for (size_t i = 0; i < V; i++) p[i] *= inv;
+    double l[4], tail = 0;
+    _mm256_storeu_pd(l, s4);
+    for (; i < V; i++) tail += p[i] = sl_dist_exp_nonpos(logits[i] - mx);
+    const double inv = 1.0 / (((l[0] + l[1]) + (l[2] + l[3])) + tail);
+#pragma omp simd
+    for (i = 0; i < V; i++) p[i] *= inv;
     return SL_OK;
 }
 
@@ -189,7 +258,14 @@ int sl_dist_standardise_f32(const float *logits, size_t V, const sl_sampling *s,
      * pass (the same values). */
     int rc = sl_sampling_validate(s);
     if (rc) return rc;
-    for (size_t i = 0; i < V; i++) w->tmp[i] = (double)logits[i] / s->temperature;
+    const double T = s->temperature;
+    if (T == 1) { /* z / 1 is z */
+#pragma omp simd
+        for (size_t i = 0; i < V; i++) w->tmp[i] = (double)logits[i];
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < V; i++) w->tmp[i] = (double)logits[i] / T;
+    }
     return softmax_filtered(V, s, p, w);
 }
 

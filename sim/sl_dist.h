@@ -20,6 +20,8 @@
  * name (e.g. "p", "q", "--p") goes into the one-line error; returns SL_EINPUT on failure. */
 int sl_dist_check(const double *p, size_t V, double tol, const char *name);
 
+/* e^x for x <= 0 (-inf: 0), within 2 ulp: the exponential sl_dist_softmax uses (vectorised there). */
+double sl_dist_exp_nonpos(double x);
 /* Numerically stable softmax: subtracts the max; logits may contain -inf (probability 0) but not
  * NaN or +inf (returns SL_EINPUT). */
 int sl_dist_softmax(const double *logits, size_t V, double *p);
