@@ -181,15 +181,22 @@ Test(log, fast_reader_equals_naive)
 
 /* Direct chunk access (pread, no HDF5 calls) against H5Dread, on logs whose chunks are
  * deflated (patterned pmfs) and raw (random synthetic pmfs: float32 deflates by < 10%). */
+/* The two logs the direct-access tests read: V = 1000, three sequences of 300, 211 and 500
+ * positions, float32 at path[0] and float16 at path[1] (STEM32.h5 and STEM16.h5 in tmpdir). */
+static void write_two_logs(char path[][512], const char *stem)
+{
+    size_t len[3] = {300, 211, 500};
+    snprintf(path[0], 512, "%s/%s32.h5", tmpdir, stem);
+    snprintf(path[1], 512, "%s/%s16.h5", tmpdir, stem);
+    write_log(path[0], SL_LOG_DIST_F32, 1000, 3, len, 1);
+    write_log(path[1], SL_LOG_DIST_F16, 1000, 3, len, 1);
+}
+
 Test(log, direct_chunks_equal_naive)
 {
     mk_tmp();
     char path[4][512];
-    size_t len[3] = {300, 211, 500};
-    snprintf(path[0], 512, "%s/d32.h5", tmpdir);
-    snprintf(path[1], 512, "%s/d16.h5", tmpdir);
-    write_log(path[0], SL_LOG_DIST_F32, 1000, 3, len, 1);
-    write_log(path[1], SL_LOG_DIST_F16, 1000, 3, len, 1);
+    write_two_logs(path, "d");
     sl_synth_params sp = SL_SYNTH_DEFAULT;
     sp.V = 1000;
     sl_synth_lm *mt, *md;
@@ -240,11 +247,7 @@ Test(log, probe_chunk_table_equals_libhdf5s)
 {
     mk_tmp();
     char path[2][512];
-    size_t len[3] = {300, 211, 500};
-    snprintf(path[0], 512, "%s/t32.h5", tmpdir);
-    snprintf(path[1], 512, "%s/t16.h5", tmpdir);
-    write_log(path[0], SL_LOG_DIST_F32, 1000, 3, len, 1);
-    write_log(path[1], SL_LOG_DIST_F16, 1000, 3, len, 1);
+    write_two_logs(path, "t");
     for (int f = 0; f < 2; f++) {
         sl_log_reader *r;
         cr_assert_eq(sl_log_open(&r, path[f]), SL_OK);
