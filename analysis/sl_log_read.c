@@ -254,38 +254,15 @@ static int open_checked(sl_log_reader **out, const char *path, sl_log_chunk_tabl
     return SL_OK;
 }
 
-/* All of want bytes from fd (0), or -1 at an error or an early end. */
-static int read_full(int fd, void *dst, size_t want)
-{
-    for (size_t got = 0; got < want;) {
-        ssize_t n = read(fd, (char *)dst + got, want - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return -1;
-        got += (size_t)n;
-    }
-    return 0;
-}
-
-static int write_full(int fd, const void *src, size_t len)
-{
-    for (size_t put = 0; put < len;) {
-        ssize_t n = write(fd, (const char *)src + put, len - put);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return -1;
-        put += (size_t)n;
-    }
-    return 0;
-}
-
 /* The child's chunk table, read from the pipe: n, then the three arrays. 0 if it came whole. */
 static int read_table(int fd, sl_log_chunk_table *t)
 {
     uint64_t n = 0;
-    if (read_full(fd, &n, sizeof n) || n == 0 || n > ((uint64_t)1 << 40) / 20) return -1;
+    if (sl_fd_read_all(fd, &n, sizeof n) || n == 0 || n > ((uint64_t)1 << 40) / 20) return -1;
     t->addr = malloc(2 * n * sizeof *t->addr), t->size = malloc(2 * n * sizeof *t->size);
     t->mask = malloc(2 * n * sizeof *t->mask);
-    if (!t->addr || !t->size || !t->mask || read_full(fd, t->addr, 2 * n * sizeof *t->addr) ||
-        read_full(fd, t->size, 2 * n * sizeof *t->size) || read_full(fd, t->mask, 2 * n * sizeof *t->mask))
+    if (!t->addr || !t->size || !t->mask || sl_fd_read_all(fd, t->addr, 2 * n * sizeof *t->addr) ||
+        sl_fd_read_all(fd, t->size, 2 * n * sizeof *t->size) || sl_fd_read_all(fd, t->mask, 2 * n * sizeof *t->mask))
         return -1;
     t->n = (size_t)n;
     return 0;
@@ -318,9 +295,9 @@ static int probe_in_child(const char *path, sl_log_chunk_table *known)
         int rc = open_checked(&r, path, NULL);
         if (!rc && piped && r->fd >= 0) {
             const uint64_t n = r->n_chunks;
-            if (!write_full(pfd[1], &n, sizeof n) && !write_full(pfd[1], r->caddr, 2 * n * sizeof *r->caddr) &&
-                !write_full(pfd[1], r->csize, 2 * n * sizeof *r->csize))
-                write_full(pfd[1], r->cmask, 2 * n * sizeof *r->cmask);
+            if (!sl_fd_write_all(pfd[1], &n, sizeof n) && !sl_fd_write_all(pfd[1], r->caddr, 2 * n * sizeof *r->caddr) &&
+                !sl_fd_write_all(pfd[1], r->csize, 2 * n * sizeof *r->csize))
+                sl_fd_write_all(pfd[1], r->cmask, 2 * n * sizeof *r->cmask);
         }
         sl_log_close(r);
         _exit(rc ? 3 : 0);
@@ -353,7 +330,7 @@ int sl_log_open(sl_log_reader **out, const char *path)
     *out = NULL;
     sl_log_chunk_table known = {0};
     int rc = probe_in_child(path, &known);
-    if (!rc) rc = open_checked(out, path, known.n ? &known : NULL);
+    if (!rc) rc = open_checked(out, path, &known);
     free(known.addr), free(known.size), free(known.mask); /* NULL when the open took them */
     return rc;
 }

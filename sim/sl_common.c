@@ -183,6 +183,30 @@ void sl_atomic_abort(sl_atomic_file *af)
     memset(af, 0, sizeof *af);
 }
 
+int sl_fd_write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+int sl_fd_read_all(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        p += r, n -= (size_t)r;
+    }
+    return 0;
+}
+
 int sl_read_file(const char *path, const char *what, char **out, size_t *len)
 {
     *out = NULL;

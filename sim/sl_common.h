@@ -41,6 +41,10 @@ void *sl_malloc_aligned(size_t bytes);
 /* Reads a whole file into a NUL-terminated buffer (*out, free()); *len (may be NULL) gets its size.
  * SL_EINPUT with "what: cannot open PATH: reason" or "what: cannot read PATH" on failure. */
 int sl_read_file(const char *path, const char *what, char **out, size_t *len);
+/* All n bytes of buf to fd, or all n bytes from fd into buf, retrying short transfers and EINTR
+ * (pipes to and from a forked child): 0, or -1 at an error or an early end of the input. */
+int sl_fd_write_all(int fd, const void *buf, size_t n);
+int sl_fd_read_all(int fd, void *buf, size_t n);
 
 /* ---- random streams ---- */
 

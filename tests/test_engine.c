@@ -210,7 +210,7 @@ Test(engine, kernel_is_bitwise_independent_of_threads_and_block_size)
 
 /* Work sharing with stealing (sl_kern_team): whichever thread computes a unit, and however many
  * units each one takes, every output has the bits of the one-thread call (teams of
- * sl_kern_steal_from() threads to two more: 2 to 4 on Intel, 4 to 6 on AMD; smaller ones share
+ * sl_kern_steal_from() threads to two more: 4 to 6 on AMD, 2 to 4 elsewhere; smaller ones share
  * statically). One call mixes a packed
  * and a row-major matrix (units of 32 and 4 rows); in each round one thread of the team starts
  * 20 ms late, so that the others finish their shares and take most of its units from the back;

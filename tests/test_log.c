@@ -179,8 +179,6 @@ Test(log, fast_reader_equals_naive)
     rm_tmp();
 }
 
-/* Direct chunk access (pread, no HDF5 calls) against H5Dread, on logs whose chunks are
- * deflated (patterned pmfs) and raw (random synthetic pmfs: float32 deflates by < 10%). */
 /* The two logs the direct-access tests read: V = 1000, three sequences of 300, 211 and 500
  * positions, float32 at path[0] and float16 at path[1] (STEM32.h5 and STEM16.h5 in tmpdir). */
 static void write_two_logs(char path[][512], const char *stem)
@@ -192,6 +190,8 @@ static void write_two_logs(char path[][512], const char *stem)
     write_log(path[1], SL_LOG_DIST_F16, 1000, 3, len, 1);
 }
 
+/* Direct chunk access (pread, no HDF5 calls) against H5Dread, on logs whose chunks are
+ * deflated (patterned pmfs) and raw (random synthetic pmfs: float32 deflates by < 10%). */
 Test(log, direct_chunks_equal_naive)
 {
     mk_tmp();
