@@ -75,6 +75,19 @@ static inline __attribute__((always_inline)) float hsum8(__m256 v)
  *  - the accelerator machine's Xeon (768 MB matrices, its L3 being 300 MB): in = 2048, n = 5:
  *    121 -> 82 ms; in = 768, n = 3: 91 -> 73 ms; n = 1 unchanged within its noise (~5%). */
 #define SL_KERN_PREFETCH 16384
+/* One token on AVX2 (colpass with T = 1, 16-bit weights: one line per step) prefetches 1 KiB ahead
+ * instead. A matmul call's thread starts on its share cold: the first SL_KERN_PREFETCH bytes of
+ * every share are read before any prefetch reaches them, and a decode makes ~50-70 calls per token
+ * (the gain below is in those starts: one call over the same bytes is as fast either way). On the
+ * 2-core Zen 3 VM (ad hoc, the two distances
+ * alternated call by call in one process, 200-300 pairs each;
+ * tests/bench/results/f16_decode_prefetch_zen3/): single-token decode of GPT-2-124M f16 0.962-0.982x
+ * and of the shipped target 0.978-0.986x the time at 16 KiB (medians of the pair ratios, 8 of 8
+ * below 1 at one and two threads); 52 matrices of 3072 x 768, one call each: 80% -> 85% (one thread)
+ * and 79% -> 83% (two) of an interleaved STREAM-like pass, one call over all of them 86% either way;
+ * a bare f16 stream with the same instructions 90-95% at 1 KiB, 78-89% at 16 KiB, 75-85% without
+ * the prefetch. AVX-512 builds (two vectors per 32 rows) keep SL_KERN_PREFETCH: not measured. */
+#define SL_KERN_PREFETCH_ONE 1024
 
 /* The lines of one row's 32-element block at pf: one for 16-bit weights, two for f32. Into L1
  * (T0), or into L2 only (T1) for colpass's passes of several sweeps (see there). */
@@ -396,7 +409,8 @@ static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, c
                      * of a STREAM-like pass without against 71-74% with (another Zen 3 VM,
                      * tests/bench/results/prefetch_variants_zen3.txt); f16 was faster with it (9.6-10.8
                      * against 11.1-11.5 ms), and so was the shipped target; 4, 8 or 32 KiB ahead, or
-                     * the NTA or T1 hints, did not beat 16 KiB T0 beyond the runs' spread. AVX-512 keeps it for
+                     * the NTA or T1 hints, did not beat 16 KiB T0 beyond the runs' spread (separate
+                     * runs; 1 KiB did, alternated call by call: SL_KERN_PREFETCH_ONE). AVX-512 keeps it for
                      * every dtype: leaving one token of 16-bit weights to the hardware prefetcher
                      * (433bbb6, reverted) read f16 GPT-2-124M at 74-78% of a STREAM-like pass
                      * instead of 70-72% on the Zen 5 VM in a fast memory phase, the same in a slow
@@ -414,7 +428,9 @@ static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, c
                      * GPT-2-124M t(5) 0.96x (f16, two threads; f32, one) and 1.02x (f16, one).
                      * One sweep (T <= 3) was slower with T1 (t(3) 1.05-1.09x), and T2 or NTA
                      * slower at five tokens (1.02-1.24x). */
-                    if (COL_NV == 2 || T > 1 || dt != SL_DT_F32) prefetch_ahead_hint(wj + b * step + SL_KERN_PREFETCH, dt, ng > 1);
+                    if (COL_NV == 2 || T > 1 || dt != SL_DT_F32)
+                        prefetch_ahead_hint(wj + b * step + (COL_NV == 4 && T == 1 ? SL_KERN_PREFETCH_ONE : SL_KERN_PREFETCH),
+                                            dt, ng > 1);
                     if (NV * TS + NV + 1 <= COL_REGS) { /* the weight vectors held, one broadcast at a time */
                         cvec wv[4];
 #pragma GCC unroll 4
