@@ -6,25 +6,11 @@
 #include <sys/stat.h>
 #include "sl_common.h"
 #include "sl_kern.h"
+#include "stream.h"
 #include "sl_model.h"
 int mb_rt = 0; size_t mb_dist = 16384; int mb_hint = 0;
 static const char *CONFIG = "{\"vocab_size\":50257,\"n_layer\":12,\"n_head\":12,\"n_kv_head\":12,\"d_model\":768,"
                             "\"d_ff\":3072,\"max_seq_len\":1024,\"norm_eps\":1e-5,\"tied_embeddings\":true}";
-static double stream_pass(const float *a, size_t n, double *sink){
-    double t0 = sl_now_s(), total = 0;
-#pragma omp parallel reduction(+ : total)
-    {
-        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-#pragma omp for schedule(static)
-        for (size_t i = 0; i < n; i += 32) {
-            s0 = _mm256_add_ps(s0, _mm256_load_ps(a + i)); s1 = _mm256_add_ps(s1, _mm256_load_ps(a + i + 8));
-            s2 = _mm256_add_ps(s2, _mm256_load_ps(a + i + 16)); s3 = _mm256_add_ps(s3, _mm256_load_ps(a + i + 24));
-        }
-        __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
-        float f[8]; _mm256_storeu_ps(f, s); for (int k = 0; k < 8; k++) total += f[k];
-    }
-    *sink += total; return sl_now_s() - t0;
-}
 static int cmpd(const void*a,const void*b){double x=*(double*)a,y=*(double*)b;return x<y?-1:x>y;}
 int main(int argc,char**argv){
     const char *path=getenv("MODEL")?getenv("MODEL"):"build/bench_gpt2_124m_f16.safetensors"; struct stat st;

@@ -5,23 +5,9 @@
 #include <string.h>
 #include <time.h>
 #include "sl_kern.h"
+#include "stream.h"
 int mb_rt = 0; size_t mb_dist = 16384; int mb_hint = 0; static size_t dists[8]; static int hints[8];
-static double now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+1e-9*t.tv_nsec;}
-static double stream_pass(const float *a, size_t n, double *sink){
-    double t0 = now(), total = 0;
-#pragma omp parallel reduction(+ : total)
-    {
-        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-#pragma omp for schedule(static)
-        for (size_t i = 0; i < n; i += 32) {
-            s0 = _mm256_add_ps(s0, _mm256_load_ps(a + i)); s1 = _mm256_add_ps(s1, _mm256_load_ps(a + i + 8));
-            s2 = _mm256_add_ps(s2, _mm256_load_ps(a + i + 16)); s3 = _mm256_add_ps(s3, _mm256_load_ps(a + i + 24));
-        }
-        __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
-        float f[8]; _mm256_storeu_ps(f, s); for (int k = 0; k < 8; k++) total += f[k];
-    }
-    *sink += total; return now() - t0;
-}
+#define now stream_now
 static int cmpd(const void*a,const void*b){double x=*(double*)a,y=*(double*)b;return x<y?-1:x>y;}
 int main(int argc,char**argv){
     int nv = (argc-1)/3; int modes[8]; for(int i=0;i<nv;i++){ modes[i]=atoi(argv[3*i+1]); dists[i]=atol(argv[3*i+2]); hints[i]=atoi(argv[3*i+3]);}
