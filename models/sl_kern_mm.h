@@ -86,7 +86,10 @@ static inline __attribute__((always_inline)) float hsum8(__m256 v)
  * below 1 at one and two threads); 52 matrices of 3072 x 768, one call each: 80% -> 85% (one thread)
  * and 79% -> 83% (two) of an interleaved STREAM-like pass, one call over all of them 86% either way;
  * a bare f16 stream with the same instructions 90-95% at 1 KiB, 78-89% at 16 KiB, 75-85% without
- * the prefetch. AVX-512 builds (two vectors per 32 rows) keep SL_KERN_PREFETCH: not measured. */
+ * the prefetch. The AVX-512 build keeps SL_KERN_PREFETCH: on the accelerator machine's Xeon (GPT-2-774M
+ * f16, 1.5 GB; 1, 2 and 16 threads) 1 KiB took 1.09-1.13x the time of 16 KiB and 4 KiB 0.97-1.01x
+ * (tests/bench/results/f16_decode_prefetch_zen3/device_xeon/): the best distance is the CPU's, and
+ * this one rests on the Zen 3 VM alone. */
 #define SL_KERN_PREFETCH_ONE 1024
 
 /* The lines of one row's 32-element block at pf: one for 16-bit weights, two for f32. Into L1
