@@ -14,6 +14,7 @@ static const char *CONFIG = "{\"vocab_size\":50257,\"n_layer\":12,\"n_head\":12,
 static int cmpd(const void*a,const void*b){double x=*(double*)a,y=*(double*)b;return x<y?-1:x>y;}
 int main(int argc,char**argv){
     const char *path=getenv("MODEL")?getenv("MODEL"):"build/bench_gpt2_124m_f16.safetensors"; struct stat st;
+    if(getenv("MB_LARGE")) CONFIG="{\"vocab_size\":50257,\"n_layer\":36,\"n_head\":20,\"n_kv_head\":20,\"d_model\":1280,\"d_ff\":5120,\"max_seq_len\":1024,\"norm_eps\":1e-5,\"tied_embeddings\":true}";
     if(stat(path,&st)){ sl_model_config cfg; sl_dtype dt; sl_dtype_parse("f16",&dt);
       if(sl_model_config_parse(CONFIG,SL_ARCH_GPT2,"bench",&cfg)||sl_model_init_write(path,SL_ARCH_GPT2,&cfg,124,dt,0.02,NULL)){fprintf(stderr,"%s\n",sl_errmsg());return 1;} }
     stat(path,&st);
