@@ -79,17 +79,16 @@ static inline __attribute__((always_inline)) float hsum8(__m256 v)
  * instead. A matmul call's thread starts on its share cold: the first SL_KERN_PREFETCH bytes of
  * every share are read before any prefetch reaches them, and a decode makes ~50-70 calls per token
  * (the gain below is in those starts: one call over the same bytes is as fast either way). On the
- * 2-core Zen 3 VM (ad hoc, the two distances
- * alternated call by call in one process, 200-300 pairs each;
- * tests/bench/results/f16_decode_prefetch_zen3/): single-token decode of GPT-2-124M f16 0.962-0.982x
- * and of the shipped target 0.978-0.986x the time at 16 KiB (medians of the pair ratios, 8 of 8
- * below 1 at one and two threads); 52 matrices of 3072 x 768, one call each: 80% -> 85% (one thread)
- * and 79% -> 83% (two) of an interleaved STREAM-like pass, one call over all of them 86% either way;
- * a bare f16 stream with the same instructions 90-95% at 1 KiB, 78-89% at 16 KiB, 75-85% without
- * the prefetch. The AVX-512 build keeps SL_KERN_PREFETCH: on the accelerator machine's Xeon (GPT-2-774M
- * f16, 1.5 GB; 1, 2 and 16 threads) 1 KiB took 1.09-1.13x the time of 16 KiB and 4 KiB 0.97-1.01x
- * (tests/bench/results/f16_decode_prefetch_zen3/device_xeon/): the best distance is the CPU's, and
- * this one rests on the Zen 3 VM alone. */
+ * 2-core Zen 3 VM (ad hoc, the two distances alternated call by call in one process, 200-300 pairs
+ * each; tests/bench/results/f16_decode_prefetch_zen3/): single-token decode of GPT-2-124M f16
+ * 0.962-0.982x and of the shipped target 0.978-0.986x the time at 16 KiB (medians of the pair
+ * ratios, 8 of 8 below 1 at one and two threads); 52 matrices of 3072 x 768, one call each: 80%
+ * -> 85% (one thread) and 79% -> 83% (two) of an interleaved STREAM-like pass, one call over all of
+ * them 86% either way; a bare f16 stream with the same instructions 90-95% at 1 KiB, 78-89% at
+ * 16 KiB, 75-85% without the prefetch. The AVX-512 build keeps SL_KERN_PREFETCH: on the accelerator
+ * machine's Xeon (GPT-2-774M f16, 1.5 GB; 1, 2 and 16 threads) 1 KiB took 1.09-1.13x the time of
+ * 16 KiB and 4 KiB 0.97-1.01x (tests/bench/results/f16_decode_prefetch_zen3/device_xeon/): the best
+ * distance is the CPU's, and this one rests on the Zen 3 VM alone. */
 #define SL_KERN_PREFETCH_ONE 1024
 
 /* The lines of one row's 32-element block at pf: one for 16-bit weights, two for f32. Into L1
