@@ -12,6 +12,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -457,6 +458,25 @@ void sl_model_ctx_free(sl_model_ctx *c)
     free(c);
 }
 
+/* Whether a model whose matrices take matrix_bytes runs each forward block in one team (see
+ * forward_block). A team costs a barrier per kernel or loop (~10 per layer); each is a fraction of
+ * a microsecond while the threads spin, as they do under libgomp's default and OMP_WAIT_POLICY
+ * active, but a futex wake-up under OMP_WAIT_POLICY passive. Below ~16 MiB a token's kernels are
+ * too small to open regions of their own (sl_kern's 2^20 multiply-adds), so without a team such a
+ * model runs on one thread. Measured on the 2-core Zen 5 VM (the shipped drafts' four steps after
+ * each verification by the target, team and no team alternated, two threads;
+ * tests/bench/results/draft_team_zen5/): the team took 0.58-0.65x the time of one thread for the
+ * 0.47-8.5 MB drafts, spinning or by default, and 5-19x under passive. Tiny models (a step of a
+ * few microseconds: the tests' fixtures) keep one thread, where a barrier is not worth its risk: on
+ * a busy machine it can wait a scheduler slice for a preempted thread. */
+static int team_pays(size_t matrix_bytes)
+{
+    if (matrix_bytes >= ((size_t)16 << 20)) return 1;
+    const char *w = getenv("OMP_WAIT_POLICY");
+    if (w && strcasecmp(w, "passive") == 0) return 0;
+    return matrix_bytes >= ((size_t)256 << 10);
+}
+
 int sl_model_ctx_alloc(const sl_model *m, size_t max_len, sl_model_ctx **out)
 {
     *out = NULL;
@@ -468,13 +488,10 @@ int sl_model_ctx_alloc(const sl_model *m, size_t max_len, sl_model_ctx **out)
     const size_t B = SL_KERN_NMAX, d = g->d_model, qd = g->n_head * m->head_dim;
     c->m = m;
     c->max_len = max_len;
-    /* A team costs a barrier per step (~100 per token); that pays only when a token reads enough
-     * weights. Small models run each kernel on its own (serial unless the matrix is large): on a
-     * busy machine a barrier can wait a whole scheduler slice for a preempted thread. */
     size_t matrix_bytes = 0;
     for (size_t i = 0; i < m->st->n_tensors; i++)
         if (m->st->tensors[i].ndim == 2) matrix_bytes += m->st->tensors[i].nbytes;
-    c->team = matrix_bytes >= ((size_t)16 << 20);
+    c->team = team_pays(matrix_bytes);
     int rc = sl_model_gpu_ctx_create(c);
     if (rc) {
         sl_model_ctx_free(c);
@@ -791,14 +808,10 @@ static sl_kern_mm ctx_mm(sl_model_ctx *c, float *y, const sl_model_w *W, const f
     return k;
 }
 
-/* One block of n <= SL_KERN_NMAX tokens at positions pos..; logits (n - r0, vocab) of rows r0..n-1
- * (the unembedding, the largest matrix, is skipped for rows nobody asked for).
- *
- * With c->team the whole block runs in one OpenMP team: the kernels and loops work-share among
- * its threads (orphaned `omp for`) and the short serial steps run in `omp single`, so a token
- * costs barriers instead of ~75 fork/joins. Without it each kernel call opens its own region.
- * The results are the same bits either way. */
-static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t r0, float *logits)
+/* The layers of one block (see forward_block), run by every thread of the team when there is one
+ * (the kernels and loops work-share, orphaned; the short serial steps run in `omp single`), or
+ * by the caller alone outside any region. */
+static void block_layers(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t r0, float *logits)
 {
     const sl_model *m = c->m;
     const sl_model_config *g = &m->cfg;
@@ -806,43 +819,59 @@ static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size
     const size_t pos = c->len;
     const int gpt2 = m->arch == SL_ARCH_GPT2;
     float *f1 = c->ff, *f2 = c->ff + n * ff;
-#pragma omp parallel if (c->team)
+#pragma omp single
     {
+        if (c->team) sl_kern_team_reset(&c->steal, omp_get_num_threads());
+        embed(c, tokens, n, pos);
+    }
+    for (size_t l = 0; l < g->n_layer; l++) {
+        const sl_model_layer *L = &m->layers[l];
+        float *kn = c->kn, *vn = c->vn;
+        norm(c->xn, c->x, L->attn_norm_w, L->attn_norm_b, n, d, g->norm_eps);
+        const sl_kern_mm qkv[3] = {ctx_mm(c, c->q, &L->q, L->bq, qd, 0), ctx_mm(c, kn, &L->k, L->bk, kvd, 0),
+                                   ctx_mm(c, vn, &L->v, L->bv, kvd, 0)};
+        sl_kern_matmul_multi(qkv, 3, c->xn, n, d);
+        if (!gpt2) {
 #pragma omp single
-        {
-            if (c->team) sl_kern_team_reset(&c->steal, omp_get_num_threads());
-            embed(c, tokens, n, pos);
-        }
-        for (size_t l = 0; l < g->n_layer; l++) {
-            const sl_model_layer *L = &m->layers[l];
-            float *kn = c->kn, *vn = c->vn;
-            norm(c->xn, c->x, L->attn_norm_w, L->attn_norm_b, n, d, g->norm_eps);
-            const sl_kern_mm qkv[3] = {ctx_mm(c, c->q, &L->q, L->bq, qd, 0), ctx_mm(c, kn, &L->k, L->bk, kvd, 0),
-                                       ctx_mm(c, vn, &L->v, L->bv, kvd, 0)};
-            sl_kern_matmul_multi(qkv, 3, c->xn, n, d);
-            if (!gpt2) {
-#pragma omp single
-                for (size_t t = 0; t < n; t++) {
-                    rope(c, c->q + t * qd, g->n_head, pos + t);
-                    rope(c, kn + t * kvd, g->n_kv_head, pos + t);
-                }
+            for (size_t t = 0; t < n; t++) {
+                rope(c, c->q + t * qd, g->n_head, pos + t);
+                rope(c, kn + t * kvd, g->n_kv_head, pos + t);
             }
-            cache_store(c, l, n, pos);
-            attention(c, l, n, pos);
-            const sl_kern_mm o_res = ctx_mm(c, c->x, &L->o, L->bo, d, 1); /* x += attention projection */
-            sl_kern_matmul_multi(&o_res, 1, c->att, n, qd);
-            norm(c->xn, c->x, L->mlp_norm_w, L->mlp_norm_b, n, d, g->norm_eps);
-            const sl_kern_mm gu[2] = {ctx_mm(c, f1, &L->up, L->bup, ff, 0), ctx_mm(c, f2, &L->gate, NULL, ff, 0)};
-            sl_kern_matmul_multi(gu, gpt2 ? 1 : 2, c->xn, n, d);
-            activation(f1, f2, n, ff, gpt2);
-            const sl_kern_mm down_res = ctx_mm(c, c->x, &L->down, L->bdown, d, 1); /* x += MLP output */
-            sl_kern_matmul_multi(&down_res, 1, f1, n, ff);
         }
-        if (r0 < n) {
-            norm(c->xn, c->x + r0 * d, m->final_norm_w, m->final_norm_b, n - r0, d, g->norm_eps);
-            const sl_kern_mm head = ctx_mm(c, logits, &m->lm_head, NULL, g->vocab_size, 0);
-            sl_kern_matmul_multi(&head, 1, c->xn, n - r0, d);
-        }
+        cache_store(c, l, n, pos);
+        attention(c, l, n, pos);
+        const sl_kern_mm o_res = ctx_mm(c, c->x, &L->o, L->bo, d, 1); /* x += attention projection */
+        sl_kern_matmul_multi(&o_res, 1, c->att, n, qd);
+        norm(c->xn, c->x, L->mlp_norm_w, L->mlp_norm_b, n, d, g->norm_eps);
+        const sl_kern_mm gu[2] = {ctx_mm(c, f1, &L->up, L->bup, ff, 0), ctx_mm(c, f2, &L->gate, NULL, ff, 0)};
+        sl_kern_matmul_multi(gu, gpt2 ? 1 : 2, c->xn, n, d);
+        activation(f1, f2, n, ff, gpt2);
+        const sl_kern_mm down_res = ctx_mm(c, c->x, &L->down, L->bdown, d, 1); /* x += MLP output */
+        sl_kern_matmul_multi(&down_res, 1, f1, n, ff);
+    }
+    if (r0 < n) {
+        norm(c->xn, c->x + r0 * d, m->final_norm_w, m->final_norm_b, n - r0, d, g->norm_eps);
+        const sl_kern_mm head = ctx_mm(c, logits, &m->lm_head, NULL, g->vocab_size, 0);
+        sl_kern_matmul_multi(&head, 1, c->xn, n - r0, d);
+    }
+}
+
+/* One block of n <= SL_KERN_NMAX tokens at positions pos..; logits (n - r0, vocab) of rows r0..n-1
+ * (the unembedding, the largest matrix, is skipped for rows nobody asked for).
+ *
+ * With c->team the whole block runs in one OpenMP team, so a token costs barriers instead of ~75
+ * fork/joins. Without it the block runs outside any region and each large kernel call opens its
+ * own. (Not inside a region of one thread, `omp parallel if (0)`: a kernel's region nested in it
+ * is a nested team, whose threads libgomp creates and joins at every call; on the 2-core Zen 5
+ * VM a draft of 8.6 MB with one such call per step took 3-4 ms per step at two threads instead of
+ * 0.15 ms on one; tests/bench/results/draft_team_zen5/.) The results are the same bits either way. */
+static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t r0, float *logits)
+{
+    if (c->team) {
+#pragma omp parallel
+        block_layers(c, tokens, n, r0, logits);
+    } else {
+        block_layers(c, tokens, n, r0, logits);
     }
     c->len += n;
 }

@@ -109,7 +109,9 @@ typedef struct {
     size_t max_len;  /* tokens the cache holds */
     size_t len;      /* tokens in the cache now */
     int team;        /* 1: one OpenMP team per forward block; 0: a region per (large) kernel call.
-                        Default: 1 when the matrices take >= 16 MiB. Same results either way. */
+                        Default: 1 when the matrices take >= 16 MiB, or >= 256 KiB unless
+                        OMP_WAIT_POLICY is passive (sl_model.c's team_pays). Same results either
+                        way. */
     float *k_cache;  /* (n_layer, n_kv_head, max_len, head_dim): each head's positions contiguous */
     float *v_cache;  /* (n_layer, n_kv_head, max_len, head_dim) */
     float *kn, *vn;  /* (B, kv_dim) the block's new keys and values, before they go to the cache */
