@@ -861,14 +861,22 @@ static void block_layers(sl_model_ctx *c, const int32_t *tokens, size_t n, size_
  *
  * With c->team the whole block runs in one OpenMP team, so a token costs barriers instead of ~75
  * fork/joins. Without it the block runs outside any region and each large kernel call opens its
- * own. (Not inside a region of one thread, `omp parallel if (0)`: a kernel's region nested in it
- * is a nested team, whose threads libgomp creates and joins at every call; on the 2-core Zen 5
- * VM a draft of 8.6 MB with one such call per step took 3-4 ms per step at two threads instead of
- * 0.15 ms on one; tests/bench/results/draft_team_zen5/.) The results are the same bits either way. */
+ * own. (Not inside a region of one thread, `omp parallel if (0)`, unless a caller's team is
+ * running: a kernel's region nested in it is a nested team, whose threads libgomp creates and
+ * joins at every call; on the 2-core Zen 5 VM a draft of 8.6 MB with one such call per step took
+ * 3-4 ms per step at two threads instead of 0.15 ms on one, and GPT-2-774M on the accelerator
+ * machine's 16 cores 743 ms per token instead of 21; tests/bench/results/draft_team_zen5/.) The
+ * results are the same bits either way. */
 static void forward_block(sl_model_ctx *c, const int32_t *tokens, size_t n, size_t r0, float *logits)
 {
     if (c->team) {
 #pragma omp parallel
+        block_layers(c, tokens, n, r0, logits);
+    } else if (omp_in_parallel()) {
+        /* On a thread of the caller's team (verify's workers, each with a context of its own): a
+         * region of one thread of our own, for the orphaned constructs to bind to, not the
+         * caller's team. */
+#pragma omp parallel num_threads(1)
         block_layers(c, tokens, n, r0, logits);
     } else {
         block_layers(c, tokens, n, r0, logits);

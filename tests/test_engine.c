@@ -711,6 +711,50 @@ Test(engine, block_scoring_equals_single_token_calls)
     }
 }
 
+/* Callers run models on the threads of a team of their own (verify's and generate's workers, each
+ * with its own context): the pass must not share its loops and single steps with the caller's
+ * threads. Each of four threads scores the same tokens on its own context, with and without a
+ * team, against one call outside any region: the same bits. (A pass without a team once ran
+ * straight on the caller's threads, so its orphaned `omp single` and `omp for` bound to the
+ * caller's team: NaN logits.) */
+Test(engine, forward_on_a_callers_threads_equals_forward_outside)
+{
+    for (size_t f = 0; f < 4; f++) {
+        sl_model *m;
+        cr_assert_eq(sl_model_open(fixture(FIXTURES[f], ""), &m), SL_OK, "%s", sl_errmsg());
+        const size_t V = m->cfg.vocab_size;
+        int32_t tokens[12];
+        for (int i = 0; i < 12; i++) tokens[i] = (int32_t)((i * 53 + 5) % (int)V);
+        sl_model_ctx *ref;
+        cr_assert_eq(sl_model_ctx_alloc(m, 12, &ref), SL_OK);
+        float *lr = malloc(12 * V * 4), *lt = malloc(4 * 12 * V * 4);
+        cr_assert_eq(sl_model_forward(ref, tokens, 12, lr), SL_OK);
+        for (int team = 0; team < 2; team++) {
+            int rcs[4] = {-1, -1, -1, -1};
+#pragma omp parallel num_threads(4)
+            {
+                const int me = omp_get_thread_num();
+                sl_model_ctx *c = NULL;
+                rcs[me] = sl_model_ctx_alloc(m, 12, &c);
+                if (!rcs[me]) {
+                    c->team = team;
+                    rcs[me] = sl_model_forward(c, tokens, 5, lt + (size_t)me * 12 * V);
+                    if (!rcs[me]) rcs[me] = sl_model_forward(c, tokens + 5, 7, lt + ((size_t)me * 12 + 5) * V);
+                }
+                sl_model_ctx_free(c);
+            }
+            for (int k = 0; k < 4; k++) {
+                cr_assert_eq(rcs[k], SL_OK, "%s team %d thread %d", FIXTURES[f], team, k);
+                cr_assert_eq(memcmp(lr, lt + (size_t)k * 12 * V, 12 * V * 4), 0, "%s team %d thread %d: logits differ",
+                             FIXTURES[f], team, k);
+            }
+        }
+        free(lr), free(lt);
+        sl_model_ctx_free(ref);
+        sl_model_close(m);
+    }
+}
+
 Test(engine, truncate_then_redecode_equals_fresh_decode)
 {
     for (size_t f = 0; f < 4; f++) {
