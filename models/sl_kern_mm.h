@@ -85,11 +85,15 @@ static inline __attribute__((always_inline)) float hsum8(__m256 v)
  * ratios, 8 of 8 below 1 at one and two threads); 52 matrices of 3072 x 768, one call each: 80%
  * -> 85% (one thread) and 79% -> 83% (two) of an interleaved STREAM-like pass, one call over all of
  * them 86% either way; a bare f16 stream with the same instructions 90-95% at 1 KiB, 78-89% at
- * 16 KiB, 75-85% without the prefetch. The AVX-512 build keeps SL_KERN_PREFETCH: on the accelerator
- * machine's Xeon (GPT-2-774M f16, 1.5 GB; 1, 2 and 16 threads) 1 KiB took 1.09-1.13x the time of
- * 16 KiB and 4 KiB 0.97-1.01x (tests/bench/results/f16_decode_prefetch_zen3/device_xeon/): the best
- * distance is the CPU's, and this one rests on the Zen 3 VM alone. */
-#define SL_KERN_PREFETCH_ONE 1024
+ * 16 KiB, 75-85% without the prefetch. The AVX-512 build prefetches 8 KiB ahead instead: on the
+ * accelerator machine's Xeon (GPT-2-774M f16, 1.5 GB; 1, 2 and 16 threads) 1 KiB took 1.09-1.13x
+ * the time of 16 KiB (tests/bench/results/f16_decode_prefetch_zen3/device_xeon/), 8 KiB 0.97-1.03x
+ * (median of six 0.98) and 4 KiB 0.97-1.00x (tests/bench/results/draft_team_zen5/device_xeon/);
+ * on the 2-core Zen 5 VM, 8 KiB took 0.95-0.99x the time of 16 KiB at one thread and 0.99-1.01x
+ * at two (GPT-2-124M f16 and the shipped target, two rounds, medians of pair ratios), where 4 KiB
+ * ranged 0.97-1.08x (tests/bench/results/draft_team_zen5/prefetch_one_zen5.txt). The best
+ * distance is the CPU's: the AVX2 build's 1 KiB rests on the Zen 3 VM alone. */
+#define SL_KERN_PREFETCH_ONE (CV_W == 8 ? 1024 : 8192)
 
 /* The lines of one row's 32-element block at pf: one for 16-bit weights, two for f32. Into L1
  * (T0), or into L2 only (T1) for colpass's passes of several sweeps (see there). */
@@ -412,8 +416,9 @@ static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, c
                      * tests/bench/results/prefetch_variants_zen3.txt); f16 was faster with it (9.6-10.8
                      * against 11.1-11.5 ms), and so was the shipped target; 4, 8 or 32 KiB ahead, or
                      * the NTA or T1 hints, did not beat 16 KiB T0 beyond the runs' spread (separate
-                     * runs; 1 KiB did, alternated call by call: SL_KERN_PREFETCH_ONE). AVX-512 keeps it for
-                     * every dtype: leaving one token of 16-bit weights to the hardware prefetcher
+                     * runs; 1 KiB did, alternated call by call: SL_KERN_PREFETCH_ONE). AVX-512 prefetches
+                     * for every dtype (8 KiB ahead for one token of 16-bit weights,
+                     * SL_KERN_PREFETCH_ONE): leaving one token of 16-bit weights to the hardware prefetcher
                      * (433bbb6, reverted) read f16 GPT-2-124M at 74-78% of a STREAM-like pass
                      * instead of 70-72% on the Zen 5 VM in a fast memory phase, the same in a slow
                      * one, but on the accelerator machine's Xeon (GPT-2-774M shape, f16, 1.5 GB)
@@ -431,7 +436,7 @@ static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, c
                      * One sweep (T <= 3) was slower with T1 (t(3) 1.05-1.09x), and T2 or NTA
                      * slower at five tokens (1.02-1.24x). */
                     if (COL_NV == 2 || T > 1 || dt != SL_DT_F32)
-                        prefetch_ahead_hint(wj + b * step + (COL_NV == 4 && T == 1 ? SL_KERN_PREFETCH_ONE : SL_KERN_PREFETCH),
+                        prefetch_ahead_hint(wj + b * step + (T == 1 && dt != SL_DT_F32 ? SL_KERN_PREFETCH_ONE : SL_KERN_PREFETCH),
                                             dt, ng > 1);
                     if (NV * TS + NV + 1 <= COL_REGS) { /* the weight vectors held, one broadcast at a time */
                         cvec wv[4];
