@@ -97,7 +97,7 @@ $(BIN): $(CLI_OBJ) $(LIB)
 $(TEST_BIN): $(TEST_OBJ) $(BUILD)/sim/cli/sl_cli.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(BUILD)/sim/cli/sl_cli.o $(LIB) -lcriterion $(LDLIBS)
 
-$(BUILD)/bench/%: tests/bench/%.c $(LIB) $(wildcard tests/*.h)
+$(BUILD)/bench/%: tests/bench/%.c $(LIB) $(wildcard tests/*.h) $(wildcard tests/bench/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 

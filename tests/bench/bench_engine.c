@@ -25,6 +25,7 @@
 #include "sl_common.h"
 #include "sl_kern.h"
 #include "sl_model.h"
+#include "stream_pass.h"
 
 #define REPS 9
 #define CTX 256
@@ -54,30 +55,6 @@ static double best_of(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return v[0];
-}
-
-/* Seconds for one pass summing n floats of a with every OpenMP thread (4 independent 8-lane sums
- * per thread, aligned loads). */
-static double stream_pass(const float *a, size_t n, double *sink)
-{
-    double t0 = sl_now_s(), total = 0;
-#pragma omp parallel reduction(+ : total)
-    {
-        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-#pragma omp for schedule(static)
-        for (size_t i = 0; i < n; i += 32) {
-            s0 = _mm256_add_ps(s0, _mm256_load_ps(a + i));
-            s1 = _mm256_add_ps(s1, _mm256_load_ps(a + i + 8));
-            s2 = _mm256_add_ps(s2, _mm256_load_ps(a + i + 16));
-            s3 = _mm256_add_ps(s3, _mm256_load_ps(a + i + 24));
-        }
-        __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
-        float f[8];
-        _mm256_storeu_ps(f, s);
-        for (int k = 0; k < 8; k++) total += f[k];
-    }
-    *sink += total;
-    return sl_now_s() - t0;
 }
 
 /* Best-of-REPS read bandwidth in bytes/s of summing a 1 GiB buffer with every OpenMP thread. */

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include "sl_common.h"
 #include "sl_kern.h"
-#include "stream.h"
+#include "stream_pass.h" /* tests/bench/: build with -Itests/bench */
 #include "sl_model.h"
 int mb_rt = 0; size_t mb_dist = 16384; int mb_hint = 0;
 static const char *CONFIG = "{\"vocab_size\":50257,\"n_layer\":12,\"n_head\":12,\"n_kv_head\":12,\"d_model\":768,"

@@ -5,9 +5,9 @@
 #include <string.h>
 #include <time.h>
 #include "sl_kern.h"
-#include "stream.h"
+#include "stream_pass.h" /* tests/bench/: build with -Itests/bench */
 int mb_rt = 0; size_t mb_dist = 16384; int mb_hint = 0; static size_t dists[8]; static int hints[8];
-#define now stream_now
+#define now sl_now_s
 static int cmpd(const void*a,const void*b){double x=*(double*)a,y=*(double*)b;return x<y?-1:x>y;}
 int main(int argc,char**argv){
     int nv = (argc-1)/3; int modes[8]; for(int i=0;i<nv;i++){ modes[i]=atoi(argv[3*i+1]); dists[i]=atol(argv[3*i+2]); hints[i]=atoi(argv[3*i+3]);}
