@@ -638,6 +638,59 @@ static int bench_family(const char *path, const char *label, double threads)
     return 0;
 }
 
+/* The distilled draft's steps in one team against on one thread (sl_model.c's team_pays: models
+ * from 256 KiB run in a team unless OMP_WAIT_POLICY is passive), as `speclab run` takes them: four
+ * single-token steps after each t(5) of the shipped target (whose 55 MB stream evicts the
+ * draft's weights from most L3s), c->team on and off in the order 0 1 1 0 ..., DRAFT_ROUNDS
+ * rounds, at `threads` threads; the median of the pair ratios of the four steps' sums, and the
+ * same logits bit for bit. */
+#define DRAFT_ROUNDS 200
+static int bench_draft_team(const char *draft, const char *target, double threads)
+{
+    omp_set_num_threads((int)threads);
+    sl_model *mt, *md;
+    sl_model_ctx *ct, *cd;
+    float *lt, *ld;
+    int32_t tokens[PREFILL];
+    if (open_warm(target, &mt, &ct, &lt, tokens)) return 1;
+    if (open_warm(draft, &md, &cd, &ld, tokens)) return 1;
+    const size_t V = md->cfg.vocab_size;
+    float *ref = malloc(4 * V * sizeof(float));
+    double sum[2][DRAFT_ROUNDS / 2], pr[DRAFT_ROUNDS / 2];
+    int differ = 0;
+    for (int r = 0; r < DRAFT_ROUNDS; r++) {
+        const int team = (r + r / 2) % 2;
+        cd->team = team;
+        double s = 0;
+        for (int i = 0; i < 4; i++) {
+            const double t0 = sl_now_s();
+            sl_model_forward(cd, tokens + 8 + i, 1, ld + (size_t)i * V);
+            s += sl_now_s() - t0;
+        }
+        sum[team][r / 2] = s;
+        if (r == 0) memcpy(ref, ld, 4 * V * sizeof(float));
+        else if (memcmp(ref, ld, 4 * V * sizeof(float))) differ = 1;
+        sl_model_truncate(cd, PREFILL);
+        sl_model_forward(ct, tokens + 8, 5, lt);
+        sl_model_truncate(ct, PREFILL);
+    }
+    for (int r = 0; r < DRAFT_ROUNDS / 2; r++) pr[r] = sum[1][r] / sum[0][r];
+    qsort(pr, DRAFT_ROUNDS / 2, sizeof *pr, cmp_double);
+    qsort(sum[0], DRAFT_ROUNDS / 2, sizeof(double), cmp_double);
+    qsort(sum[1], DRAFT_ROUNDS / 2, sizeof(double), cmp_double);
+    const double ratio = pr[DRAFT_ROUNDS / 4];
+    printf("\n[draft] %s at %d thread(s), four steps after each t(5) of the target: %.1f us in one team, %.1f us on one"
+           " thread (medians); team / one thread, median of %d pair ratios: %.3f [q1 %.3f, q3 %.3f]%s\n",
+           draft, (int)threads, sum[1][DRAFT_ROUNDS / 4] * 1e6, sum[0][DRAFT_ROUNDS / 4] * 1e6, DRAFT_ROUNDS / 2, ratio,
+           pr[DRAFT_ROUNDS / 8], pr[3 * DRAFT_ROUNDS / 8], differ ? "; LOGITS DIFFER" : "");
+    printf("TARGET engine.family_draft.team_over_one_thread.t%d value=%.4f target=<1 unit=x %s\n", (int)threads, ratio,
+           ratio < 1 ? "MET" : "MISSED");
+    free(ref), free(ld), free(lt);
+    sl_model_ctx_free(cd), sl_model_ctx_free(ct);
+    sl_model_close(md), sl_model_close(mt);
+    return differ;
+}
+
 static int make_model(const char *path, const char *dtype, double unused)
 {
     (void)unused;
@@ -691,5 +744,7 @@ int main(void)
     const char *fam = getenv("BENCH_FAMILY_TARGET") ? getenv("BENCH_FAMILY_TARGET") : "models/family/target.safetensors";
     if (!stat(fam, &st))
         for (int th = 1; th <= 2; th++) rc |= in_child(bench_family, fam, "f16", th);
+    const char *draft = "models/family/draft-s-distilled.safetensors";
+    if (!stat(fam, &st) && !stat(draft, &st)) rc |= in_child(bench_draft_team, draft, fam, 2);
     return rc;
 }
