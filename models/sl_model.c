@@ -466,7 +466,9 @@ void sl_model_ctx_free(sl_model_ctx *c)
  * model runs on one thread. Measured on the 2-core Zen 5 VM (the shipped drafts' four steps after
  * each verification by the target, team and no team alternated, two threads;
  * tests/bench/results/draft_team_zen5/): the team took 0.58-0.65x the time of one thread for the
- * 0.47-8.5 MB drafts, spinning or by default, and 5-19x under passive. Tiny models (a step of a
+ * 0.47-8.5 MB drafts in one phase of the VM, 0.81-0.83x in a later one, spinning or by default,
+ * and 5-19x under passive; make bench's figure (engine.family_draft.team_over_one_thread.t2,
+ * the distilled draft) 0.97x [IQR 0.83, 1.10] in a noisy phase. Tiny models (a step of a
  * few microseconds: the tests' fixtures) keep one thread, where a barrier is not worth its risk: on
  * a busy machine it can wait a scheduler slice for a preempted thread. */
 static int team_pays(size_t matrix_bytes)
