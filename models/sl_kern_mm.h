@@ -513,8 +513,17 @@ static inline __attribute__((always_inline)) void colunit(const sl_kern_mm *m, s
         const int T = (int)(base + (p < extra));
         const float *xs = xT ? xT + t : x + t * in;
         const size_t sj = xT ? (in / 32) * n : 0, sb = xT ? n : 32, st = xT ? 1 : in;
+        /* A single pass of 4 to 8 tokens over transposed inputs gets its strides as literals (sb = T,
+         * st = 1): its broadcasts are then at fixed offsets from one pointer. With the strides in
+         * variables, the AVX-512 pass of five tokens kept the five offsets on the stack and in
+         * vector registers (29 instructions per step of 10 multiply-adds, 23 with literals). */
 #define SL_KERN_COL_CASE(TT)                                                                                     \
-    case TT: colpass(m, xs, sj, sb, st, W, dt, in, o, t, TT, COL_SWEEP(TT), COL_TG(TT)); break;
+    case TT:                                                                                                     \
+        if (CV_W == 16 && TT >= 4 && xT && n == TT)                                                              \
+            colpass(m, xs, sj, TT, 1, W, dt, in, o, t, TT, COL_SWEEP(TT), COL_TG(TT));                           \
+        else                                                                                                     \
+            colpass(m, xs, sj, sb, st, W, dt, in, o, t, TT, COL_SWEEP(TT), COL_TG(TT));                          \
+        break;
         switch (T) {
             SL_KERN_COL_CASE(1)
             SL_KERN_COL_CASE(2)
@@ -590,7 +599,14 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *m, size
  * stay in L1 and are broadcast from x in place, sparing every thread the transposition: on the
  * accelerator machine's 16-core Xeon, where a 512 x 512 matrix gives each thread one group, that
  * took packed / row-major t(5) from 1.11-1.15 to 0.97-1.03 at 16 threads (f16, 832 MB of
- * matrices, ad hoc); one token always reads x in place. */
+ * matrices, ad hoc); one token always reads x in place. The AVX-512 build also transposes smaller
+ * inputs of 4 to 8 tokens when each thread has at least 8 groups (a transposition of at most 8 in
+ * floats against 8 x 32 x in multiply-adds per token), for colunit's passes with literal strides:
+ * on the 2-core Zen 5 VM, the shipped target's t(5) took 0.970-0.971x the time at one thread and
+ * 0.993-1.002x at two (medians of 1000 call-by-call pair ratios, two rounds each; f16 matrices of
+ * 2048 x 512 from memory, one thread: 0.95-0.96x); the AVX2 build, whose five tokens are two
+ * sweeps, took 1.007x / 1.019x, so it keeps the threshold
+ * (tests/bench/results/literal_strides_zen5/). */
 /* Unit u of a call (its place among the matrices' units, first[i] .. first[i + 1] - 1 being
  * matrix i's). */
 static inline __attribute__((always_inline)) void call_unit(const sl_kern_mm *mm, const size_t *first, long u,
@@ -611,10 +627,11 @@ static inline __attribute__((always_inline)) void call_unit(const sl_kern_mm *mm
     static __attribute__((noinline)) void NAME(const sl_kern_mm *mm, const size_t *first, const float *x,      \
                                                size_t n, size_t in, long units, size_t quad_max, int packed)   \
     {                                                                                                           \
-        float *xT = packed && n > 1 && n * in > 4096 ? sl_kern_xt_buffer(n * in) : NULL;                        \
-        if (xT) sl_kern_xt_fill(xT, x, n, in);                                                                  \
         sl_kern_team *tm = mm[0].team;                                                                          \
         const int T = omp_get_num_threads(), me = omp_get_thread_num();                                         \
+        const int xt = packed && n > 1 && (n * in > 4096 || (CV_W == 16 && n >= 4 && units >= 8L * T));        \
+        float *xT = xt ? sl_kern_xt_buffer(n * in) : NULL;                                                      \
+        if (xT) sl_kern_xt_fill(xT, x, n, in);                                                                  \
         if (!(tm && T > 1 && tm->threads == T && units < (1L << 24))) tm = NULL;                                \
         const unsigned e = tm ? (tm->th[me].epoch = (tm->th[me].epoch + 1) % 0xffff) : 0;                       \
         long a, b;                                                                                              \
