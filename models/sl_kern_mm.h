@@ -92,7 +92,11 @@ static inline __attribute__((always_inline)) float hsum8(__m256 v)
  * on the 2-core Zen 5 VM, 8 KiB took 0.95-0.99x the time of 16 KiB at one thread and 0.99-1.01x
  * at two (GPT-2-124M f16 and the shipped target, two rounds, medians of pair ratios), where 4 KiB
  * ranged 0.97-1.08x (tests/bench/results/draft_team_zen5/prefetch_one_zen5.txt). The best
- * distance is the CPU's: the AVX2 build's 1 KiB rests on the Zen 3 VM alone. */
+ * distance is the CPU's: the AVX2 build's 1 KiB rests on the Zen 3 VM alone. One token of f32
+ * weights takes SL_KERN_PREFETCH_ONE as well (AVX-512 only: the AVX2 build leaves that stream to
+ * the hardware prefetcher, see colpass): on the Zen 5 VM GPT-2-124M f32 decode took 0.956-0.959x
+ * the time of 16 KiB at one thread and 0.950-0.996x at two (4 KiB 0.960x, 2 KiB 0.99x; medians of
+ * 60-100 call-by-call pair ratios; tests/bench/results/literal_strides_zen5/prefetch_f32.txt). */
 #define SL_KERN_PREFETCH_ONE (CV_W == 8 ? 1024 : 8192)
 
 /* The lines of one row's 32-element block at pf: one for 16-bit weights, two for f32. Into L1
@@ -417,8 +421,7 @@ static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, c
                      * against 11.1-11.5 ms), and so was the shipped target; 4, 8 or 32 KiB ahead, or
                      * the NTA or T1 hints, did not beat 16 KiB T0 beyond the runs' spread (separate
                      * runs; 1 KiB did, alternated call by call: SL_KERN_PREFETCH_ONE). AVX-512 prefetches
-                     * for every dtype (8 KiB ahead for one token of 16-bit weights,
-                     * SL_KERN_PREFETCH_ONE): leaving one token of 16-bit weights to the hardware prefetcher
+                     * for every dtype (8 KiB ahead for one token, SL_KERN_PREFETCH_ONE): leaving one token of 16-bit weights to the hardware prefetcher
                      * (433bbb6, reverted) read f16 GPT-2-124M at 74-78% of a STREAM-like pass
                      * instead of 70-72% on the Zen 5 VM in a fast memory phase, the same in a slow
                      * one, but on the accelerator machine's Xeon (GPT-2-774M shape, f16, 1.5 GB)
@@ -436,7 +439,7 @@ static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, c
                      * One sweep (T <= 3) was slower with T1 (t(3) 1.05-1.09x), and T2 or NTA
                      * slower at five tokens (1.02-1.24x). */
                     if (COL_NV == 2 || T > 1 || dt != SL_DT_F32)
-                        prefetch_ahead_hint(wj + b * step + (T == 1 && dt != SL_DT_F32 ? SL_KERN_PREFETCH_ONE : SL_KERN_PREFETCH),
+                        prefetch_ahead_hint(wj + b * step + (T == 1 ? SL_KERN_PREFETCH_ONE : SL_KERN_PREFETCH),
                                             dt, ng > 1);
                     if (NV * TS + NV + 1 <= COL_REGS) { /* the weight vectors held, one broadcast at a time */
                         cvec wv[4];
