@@ -96,7 +96,9 @@ static inline __attribute__((always_inline)) float hsum8(__m256 v)
  * weights takes SL_KERN_PREFETCH_ONE as well (AVX-512 only: the AVX2 build leaves that stream to
  * the hardware prefetcher, see colpass): on the Zen 5 VM GPT-2-124M f32 decode took 0.956-0.959x
  * the time of 16 KiB at one thread and 0.950-0.996x at two (4 KiB 0.960x, 2 KiB 0.99x; medians of
- * 60-100 call-by-call pair ratios; tests/bench/results/literal_strides_zen5/prefetch_f32.txt). */
+ * 60-100 call-by-call pair ratios; tests/bench/results/literal_strides_zen5/prefetch_f32.txt), and
+ * on the accelerator machine's Xeon (a 1.4 GB f32 model) 0.973-0.979x at one thread, 0.982-0.985x
+ * at two, 0.999-1.016x at sixteen (that folder's device_xeon/). */
 #define SL_KERN_PREFETCH_ONE (CV_W == 8 ? 1024 : 8192)
 
 /* The lines of one row's 32-element block at pf: one for 16-bit weights, two for f32. Into L1
