@@ -518,14 +518,19 @@ static inline __attribute__((always_inline)) void colunit(const sl_kern_mm *m, s
         const int T = (int)(base + (p < extra));
         const float *xs = xT ? xT + t : x + t * in;
         const size_t sj = xT ? (in / 32) * n : 0, sb = xT ? n : 32, st = xT ? 1 : in;
-        /* A single pass of 4 to 8 tokens over transposed inputs gets its strides as literals (sb = T,
-         * st = 1): its broadcasts are then at fixed offsets from one pointer. With the strides in
-         * variables, the AVX-512 pass of five tokens kept the five offsets on the stack and in
-         * vector registers (29 instructions per step of 10 multiply-adds, 23 with literals). */
+        /* In the AVX-512 build a single pass of 4 to 8 tokens gets its strides as literals: over
+         * transposed inputs sb = T, st = 1; over inputs read in place, rows of SL_KERN_LITERAL_IN
+         * elements, sb = 32, st = in. Its broadcasts are then at fixed offsets from one pointer.
+         * With the strides in variables, the pass of five tokens kept the five offsets on the stack
+         * and in vector registers (29 instructions per step of 10 multiply-adds, 23 with literals). */
 #define SL_KERN_COL_CASE(TT)                                                                                     \
     case TT:                                                                                                     \
         if (CV_W == 16 && TT >= 4 && xT && n == TT)                                                              \
             colpass(m, xs, sj, TT, 1, W, dt, in, o, t, TT, COL_SWEEP(TT), COL_TG(TT));                           \
+        else if (CV_W == 16 && TT >= 4 && !xT && in == 512)                                                      \
+            colpass(m, xs, 0, 32, 512, W, dt, 512, o, t, TT, COL_SWEEP(TT), COL_TG(TT));                         \
+        else if (CV_W == 16 && TT >= 4 && !xT && in == 768)                                                      \
+            colpass(m, xs, 0, 32, 768, W, dt, 768, o, t, TT, COL_SWEEP(TT), COL_TG(TT));                         \
         else                                                                                                     \
             colpass(m, xs, sj, sb, st, W, dt, in, o, t, TT, COL_SWEEP(TT), COL_TG(TT));                          \
         break;
@@ -543,6 +548,10 @@ static inline __attribute__((always_inline)) void colunit(const sl_kern_mm *m, s
 #undef SL_KERN_COL_CASE
     }
 }
+
+/* Row lengths whose small inputs (at most 4096 floats) the AVX-512 build reads in place with
+ * literal strides in passes of 4 to 8 tokens (colunit): the shipped family's d_model and GPT-2's. */
+#define SL_KERN_LITERAL_IN(in) ((in) == 512 || (in) == 768)
 
 /* Elements per chunk when a pass's inputs are large: the inputs of 5 tokens over 1024 elements
  * are 20 KiB (8 tokens: 32 KiB), so they stay in L1 while the chunk is applied to every row of a
@@ -606,12 +615,15 @@ static inline __attribute__((always_inline)) void unit(const sl_kern_mm *m, size
  * took packed / row-major t(5) from 1.11-1.15 to 0.97-1.03 at 16 threads (f16, 832 MB of
  * matrices, ad hoc); one token always reads x in place. The AVX-512 build also transposes smaller
  * inputs of 4 to 8 tokens when each thread has at least 8 groups (a transposition of at most 8 in
- * floats against 8 x 32 x in multiply-adds per token), for colunit's passes with literal strides:
- * on the 2-core Zen 5 VM, the shipped target's t(5) took 0.970-0.971x the time at one thread and
- * 0.993-1.002x at two (medians of 1000 call-by-call pair ratios, two rounds each; f16 matrices of
- * 2048 x 512 from memory, one thread: 0.95-0.96x); the AVX2 build, whose five tokens are two
- * sweeps, took 1.007x / 1.019x, so it keeps the threshold
- * (tests/bench/results/literal_strides_zen5/). */
+ * floats against 8 x 32 x in multiply-adds per token), for colunit's passes with literal strides,
+ * unless their rows are SL_KERN_LITERAL_IN long (read in place with literal strides, better still).
+ * On the 2-core Zen 5 VM, call by call (tests/bench/results/literal_strides_zen5/): transposed with
+ * literal strides against in place with variable ones, the shipped target's t(5) 0.970-0.972x the
+ * time at one thread and 0.989-1.002x at two (1000 pairs, two rounds), where each thread's
+ * transposition, reading inputs the other core wrote, took ~6% of t(5); then in place with literal
+ * strides against transposed, 0.965x (one thread) and 0.952-0.971x (two), t(4) 0.962x / 0.945x,
+ * GPT-2-124M f16 t(5) 0.993x / 0.982x. The AVX2 build, whose five tokens are two sweeps, took
+ * 1.007x / 1.019x with the transposition, so it keeps the threshold. */
 /* Unit u of a call (its place among the matrices' units, first[i] .. first[i + 1] - 1 being
  * matrix i's). */
 static inline __attribute__((always_inline)) void call_unit(const sl_kern_mm *mm, const size_t *first, long u,
@@ -634,7 +646,8 @@ static inline __attribute__((always_inline)) void call_unit(const sl_kern_mm *mm
     {                                                                                                           \
         sl_kern_team *tm = mm[0].team;                                                                          \
         const int T = omp_get_num_threads(), me = omp_get_thread_num();                                         \
-        const int xt = packed && n > 1 && (n * in > 4096 || (CV_W == 16 && n >= 4 && units >= 8L * T));        \
+        const int xt = packed && n > 1 &&                                                                       \
+                       (n * in > 4096 || (CV_W == 16 && n >= 4 && units >= 8L * T && !SL_KERN_LITERAL_IN(in))); \
         float *xT = xt ? sl_kern_xt_buffer(n * in) : NULL;                                                      \
         if (xT) sl_kern_xt_fill(xT, x, n, in);                                                                  \
         if (!(tm && T > 1 && tm->threads == T && units < (1L << 24))) tm = NULL;                                \

@@ -113,11 +113,12 @@ Test(engine, kernel_matches_naive_all_dtypes_and_shapes)
  * n >= 3), with and without the residual epilogue; and its rows read back as row-major ones. The
  * packed passes read small inputs in place, or transposed (large inputs; and in the AVX-512 build
  * 4 to 8 tokens when the call has at least 8 groups of 32 rows a thread: out = 300 here, one
- * thread), with literal strides for one pass of 4 to 8 tokens: every way is checked. */
+ * thread), with literal strides for one pass of 4 to 8 tokens (transposed, or in place for rows of
+ * 512 and 768): every way is checked. */
 Test(engine, kernel_packed_layout_gives_the_same_bits)
 {
     gsl_rng *r = sl_rng_alloc(6, SL_STREAM_DATA, 0);
-    const size_t ins[] = {32, 64, 512, 2080}, outs[] = {1, 3, 4, 5, 17, 32, 66, 100, 300};
+    const size_t ins[] = {32, 64, 512, 768, 2080}, outs[] = {1, 3, 4, 5, 17, 32, 66, 100, 300};
     for (int dt = 0; dt < 3; dt++)
         for (size_t a = 0; a < sizeof ins / sizeof *ins; a++)
             for (size_t b = 0; b < sizeof outs / sizeof *outs; b++) {
