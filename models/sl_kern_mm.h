@@ -424,8 +424,9 @@ static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, c
                      * the NTA or T1 hints, did not beat 16 KiB T0 beyond the runs' spread (separate
                      * runs; 1 KiB did, alternated call by call: SL_KERN_PREFETCH_ONE). AVX-512 prefetches
                      * for every dtype (8 KiB ahead for one token, SL_KERN_PREFETCH_ONE): leaving
-                     * one token of 16-bit weights to the hardware prefetcher (433bbb6, reverted) read f16 GPT-2-124M at 74-78% of a STREAM-like pass
-                     * instead of 70-72% on the Zen 5 VM in a fast memory phase, the same in a slow
+                     * one token of 16-bit weights to the hardware prefetcher (433bbb6, reverted)
+                     * read f16 GPT-2-124M at 74-78% of a STREAM-like pass instead of 70-72% on
+                     * the Zen 5 VM in a fast memory phase, the same in a slow
                      * one, but on the accelerator machine's Xeon (GPT-2-774M shape, f16, 1.5 GB)
                      * one thread's decode took 152-161 ms instead of 126 (72-74% of the pass
                      * against 94-95%) and 16 threads' 20.3-21.8 instead of 18.2-20.5
