@@ -3,9 +3,17 @@
 #include <stdlib.h>
 #include "sl_common.h"
 #include "sl_model.h"
+/* -DSIDE: with side_prefetch_experiment.patch's sl_model.c (the switch is mb_side); otherwise with
+ * phases_kvpf_experiment.patch's (mb_kvpf). */
+#ifdef SIDE
+extern double mb_phase[16]; int mb_side;
+#define MB_SWITCH mb_side
+#else
 extern double mb_phase[16]; extern int mb_kvpf;
+#define MB_SWITCH mb_kvpf
+#endif
 int main(int argc,char**argv){
-    int n=atoi(argv[1]), R=atoi(argv[2]); mb_kvpf = argc > 3 ? atoi(argv[3]) : 0; sl_model *m; sl_model_ctx *c;
+    int n=atoi(argv[1]), R=atoi(argv[2]); MB_SWITCH = argc > 3 ? atoi(argv[3]) : 0; sl_model *m; sl_model_ctx *c;
     if(sl_model_open("models/family/target.safetensors",&m)||sl_model_ctx_alloc(m,256,&c)) return 1;
     size_t V=m->cfg.vocab_size; float *lg=malloc(80*V*4); int32_t tok[80]; for(int i=0;i<80;i++) tok[i]=(i*7919)%(int)V;
     sl_model_forward(c,tok,64,lg); sl_model_truncate(c,64); for(int k=0;k<16;k++) mb_phase[k]=0;
