@@ -507,6 +507,11 @@ static inline __attribute__((always_inline)) void colpass(const sl_kern_mm *m, c
 #define COL_SWEEP(T) COL_NV
 #define COL_TG(T) (COL_NV == 4 ? 3 : (T))
 
+/* Row lengths whose small inputs (at most 4096 floats) the AVX-512 build reads in place with
+ * literal strides in passes of 4 to 8 tokens: the shipped family's d_model and GPT-2's. Each has
+ * its literal case in colunit's SL_KERN_COL_CASE; the units' transposition rule leaves them out. */
+#define SL_KERN_LITERAL_IN(in) ((in) == 512 || (in) == 768)
+
 /* Group u of matrix m: all n tokens in ceil(n / COL_TMAX) passes of balanced size; x transposed in
  * xT (sl_kern_xt_fill), or read in place when xT is NULL. */
 static inline __attribute__((always_inline)) void colunit(const sl_kern_mm *m, size_t u, const float *x, const float *xT,
@@ -549,10 +554,6 @@ static inline __attribute__((always_inline)) void colunit(const sl_kern_mm *m, s
 #undef SL_KERN_COL_CASE
     }
 }
-
-/* Row lengths whose small inputs (at most 4096 floats) the AVX-512 build reads in place with
- * literal strides in passes of 4 to 8 tokens (colunit): the shipped family's d_model and GPT-2's. */
-#define SL_KERN_LITERAL_IN(in) ((in) == 512 || (in) == 768)
 
 /* Elements per chunk when a pass's inputs are large: the inputs of 5 tokens over 1024 elements
  * are 20 KiB (8 tokens: 32 KiB), so they stay in L1 while the chunk is applied to every row of a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Session 45: dec.c now includes tests/bench/stream_pass.h instead of its copy of the same pass; add -Itests/bench.)
 # Result: the change read 72-74% of the pass on one thread against 94-95% (decode 152-161 ms against 126), 67-81%
 # against 82-88% on 16 threads (dec.txt); it was reverted. The harness: dec.c here (built against libspeclab.a with
 # each kernel; /tmp/kb/devdec.sh of that session linked it with GSL's CBLAS and the stub of tests/bench/gpu_bundle.sh).

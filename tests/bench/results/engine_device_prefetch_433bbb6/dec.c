@@ -9,26 +9,7 @@
 #define CTX 256
 #define PREFILL 64
 static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
-static double stream_pass(const float *a, size_t n, double *sink)
-{
-    double t0 = sl_now_s(), total = 0;
-#pragma omp parallel reduction(+ : total)
-    {
-        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-#pragma omp for schedule(static)
-        for (size_t i = 0; i < n; i += 32) {
-            s0 = _mm256_add_ps(s0, _mm256_load_ps(a + i));
-            s1 = _mm256_add_ps(s1, _mm256_load_ps(a + i + 8));
-            s2 = _mm256_add_ps(s2, _mm256_load_ps(a + i + 16));
-            s3 = _mm256_add_ps(s3, _mm256_load_ps(a + i + 24));
-        }
-        __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
-        float f[8]; _mm256_storeu_ps(f, s);
-        for (int k = 0; k < 8; k++) total += f[k];
-    }
-    *sink += total;
-    return sl_now_s() - t0;
-}
+#include "stream_pass.h" /* tests/bench/: build with -Itests/bench */
 int main(int argc, char **argv)
 {
     sl_model *m; sl_model_ctx *c;
