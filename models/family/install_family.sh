@@ -16,6 +16,8 @@ for n in $names; do
   for f in "$SRC/$n.safetensors" "$SRC/$n.csv"; do [ -f "$f" ] || { echo "install_family: missing $f" >&2; exit 2; }; done
 done
 keep=" $(grep -v '^#' "$NEW" | awk 'NF && $2 != "distill" {printf "%s ", $1}')"
+# draft-s-long is not a recipe row: it comes from the longer distillation of models/family/long/.
+keep="$keep draft-s-long "
 for f in models/family/*.safetensors; do
   n=$(basename "$f" .safetensors)
   case "$keep" in *" $n "*) ;; *) git rm -q --ignore-unmatch "$f" "models/family/$n.csv"; rm -f "$f" "models/family/$n.csv" ;; esac

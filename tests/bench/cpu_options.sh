@@ -13,7 +13,7 @@
 # baseline is the same binary's autoregressive decoding at the same thread count, decoded side by
 # side) and |speedup / prediction - 1| <= 10%.
 # usage: tests/bench/cpu_options.sh [OUT.csv]
-#   make bench runs the short default (prompt lookup and the distilled draft, T = 0, f16 target, 1
+#   make bench runs the short default (prompt lookup and draft-s-long, T = 0, f16 target, 1
 #   and 2 threads: ~7 min); the table in models/README.md is the full sweep:
 #   DRAFTS="models/family/draft-s-distilled.safetensors models/drafts/bigram.safetensors lookup:3" \
 #   TEMPS="0 1" DTYPES="f16 f32" tests/bench/cpu_options.sh analysis/cpu_options.csv   (~40 min)
@@ -37,7 +37,7 @@ for th in ${THREADS:-1 2}; do
 for dt in ${DTYPES:-f16}; do
   tgt=$F/target.safetensors; [ "$dt" = f32 ] && tgt=$T/target-f32.safetensors
   for temp in ${TEMPS:-0}; do
-    for d in ${DRAFTS:-lookup:3 $F/draft-s-distilled.safetensors}; do
+    for d in ${DRAFTS:-lookup:3 $F/draft-s-long.safetensors}; do
       rm -rf "$T/r.h5" "$T/r.h5.d"
       OMP_NUM_THREADS=$th OMP_WAIT_POLICY=${WAIT_POLICY:-active} "$S" run --target "$tgt" --draft "$d" --prompts "$T/p.txt" --tokens $N \
         --gamma 1:6 --temperature "$temp" --seed 1 --cost-reps 7 --out "$T/r.h5" --format json --quiet > "$T/r.json" 2> "$T/err" \
