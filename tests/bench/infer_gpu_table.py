@@ -3,7 +3,7 @@
 
 usage: python3 tests/bench/infer_gpu_table.py [RESULTS_DIR...]
 (default: the sweeps of tests/bench/results/infer_gpu_h200_run12/ to run16/, the backend as it is
-now, with products' rows in pairs and without, the other small shipped drafts, and draft-m and draft-l; older runs' folders can be named: a folder holds one
+now, with products' rows in pairs and without, the other small shipped drafts, draft-m and draft-l, and draft-s-long (run17); older runs' folders can be named: a folder holds one
 summary.csv, or one folder per draft each with its own). Prints, per results folder, each
 draft's best gamma with its acceptance, measured speedup [95% CI], the prediction
 E[N]/(gamma c + v(gamma+1)) (E[N] from alpha as if acceptances were independent), the measured
@@ -25,7 +25,8 @@ R13 = f"{B}/infer_gpu_h200_run13"
 dirs = sys.argv[1:] or ([f"{R12}/{r}_pairs_{p}" for r in ("r1_t1", "r1_t0", "r2_t0") for p in ("on", "off")] +
                         [f"{R13}/{r}_pairs_{p}" for r in ("r3_t1", "r3_t0", "r4_t1", "r4_t0") for p in ("on", "off")] +
                         [f"{B}/infer_gpu_h200_run14/t{t}" for t in (1, 0)] + [f"{B}/infer_gpu_h200_run15/b/t0"] +
-                        [f"{B}/infer_gpu_h200_run16/b/t{t}" for t in (1, 0)])
+                        [f"{B}/infer_gpu_h200_run16/b/t{t}" for t in (1, 0)] +
+                        [f"{B}/infer_gpu_h200_run17/t{t}" for t in (1, 0)])
 for d in dirs:
     files = [f"{d}/summary.csv"] if os.path.exists(f"{d}/summary.csv") else sorted(glob.glob(f"{d}/*/summary.csv"))
     head, rows = None, []
